@@ -1,0 +1,1 @@
+"""Fixed helpers for model_new.py; read-only in the workspace."""

@@ -1,0 +1,14 @@
+"""Runs one stage of the evaluator on this workspace and prints what it found."""
+import json
+import os
+import subprocess
+import sys
+
+
+def run_stage(stage: str) -> int:
+    workspace = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(workspace, ".cuda-agent", "workspace.json")) as f:
+        config = json.load(f)
+    command = [config["binary"], "eval", workspace, "--stage", stage, "--store", config["store"],
+               "--device", config["device"]] + sys.argv[1:]
+    return subprocess.call(command)

@@ -1,0 +1,72 @@
+/// The evaluator: compile -> verify -> profile -> reward, each stage in its own sandboxed process.
+///
+/// Trust: the reference runs only in trusted processes (prepare.py, check.py, the baseline
+/// profiles) from the task text recorded in the run store, never from the workspace's copy. The
+/// candidate runs first, in a fresh process that never holds reference outputs, on inputs drawn
+/// from a seed it is never told; check.py compares what it wrote. Infrastructure checksums are
+/// proved before anything runs.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "eval/compiler.h"
+#include "eval/result.h"
+#include "sandbox/process_runner.h"
+#include "store/store.h"
+#include "util/status.h"
+
+namespace cuda_agent {
+
+struct EvalOptions {
+  std::string device = "cpu";
+  std::string stage = "all";             // "compile", "verify", "profile" (same as all) or "all"
+  double atol = 1e-2, rtol = 1e-2;
+  int verify_sets = 5;
+  int profile_sets = 4;
+  int warmup = 0;                        // 0: the device's default (cpu 3, cuda 10)
+  int iters = 0;                         // 0: the device's default (cpu 20, cuda 100)
+  double flush_mb = -1;                  // <0: the device's default (cpu 0, cuda 256)
+  double verify_timeout_s = 300;
+  double profile_timeout_s = 600;
+  double trusted_timeout_s = 900;        // prepare, check and baselines (torch.compile is slow)
+  long long memory_limit_mb = 32768;
+  bool use_baseline_cache = true;
+  std::string recipe = "discrete";
+  std::string python = "python3";
+  std::filesystem::path harness_dir;
+  CompileOptions compile;
+  bool keep_run_dir = false;             // keep the private run folder, for debugging
+};
+
+class Evaluator {
+ public:
+  using Progress = std::function<void(const std::string&)>;
+  Evaluator(EvalOptions options, ProcessRunner* runner, Store* store, Progress progress = {});
+
+  /// Evaluates a workspace laid out by init_workspace. A failing candidate is a result (with
+  /// reward -1 and a reason), not an error; a non-OK Status means no verdict could be reached:
+  /// the workspace is unknown, the task itself fails to run, or the evaluator's own tools are
+  /// missing.
+  Status evaluate(const std::filesystem::path& workspace, EvalResult* result);
+
+ private:
+  struct Run;
+  Status run_harness(Run& run, const std::string& script, const std::vector<std::string>& args,
+                     double timeout_s, bool candidate, nlohmann::json* report,
+                     ProcessResult* process, std::string* stderr_text);
+  Status prepare(Run& run, EvalResult* result);
+  Status verify(Run& run, EvalResult* result);
+  Status profile(Run& run, EvalResult* result);
+  Status baseline(Run& run, const std::string& impl, std::optional<double>* median_us,
+                  nlohmann::json* data);
+  void progress(const std::string& line) const;
+
+  EvalOptions options_;
+  ProcessRunner* runner_;
+  Store* store_;
+  Progress progress_;
+};
+
+}  // namespace cuda_agent

@@ -1,0 +1,45 @@
+#include "eval/result.h"
+
+#include <gtest/gtest.h>
+
+namespace cuda_agent {
+namespace {
+
+TEST(EvalResult, RoundTripsThroughJson) {
+  EvalResult r;
+  r.id = 7;
+  r.task_id = "relu";
+  r.device = "cpu";
+  r.outcome = Outcome::kMismatch;
+  r.reason = "output 0 differs at [3, 4]";
+  r.compiled = true;
+  r.violations.push_back({"inputs_modified", "input 0 of set 2"});
+  r.eager_us = 120.5;
+  r.compile.status = "ok";
+  r.compile.data = {{"cached", true}};
+  r.reward = -1;
+  r.reward_recipe = "discrete";
+  nlohmann::json j = r.to_json();
+  EXPECT_EQ(j["schema"], EvalResult::kSchema);
+  EXPECT_EQ(j["outcome"], "mismatch");
+  EXPECT_TRUE(j["candidate_us"].is_null());
+  EvalResult back = EvalResult::from_json(j);
+  EXPECT_EQ(back.to_json(), j);
+}
+
+TEST(EvalResult, SummaryNamesOutcomeReasonAndReward) {
+  EvalResult r;
+  r.task_id = "relu";
+  r.device = "cpu";
+  r.outcome = Outcome::kTimeout;
+  r.reason = "the candidate timed out after 20.0 s and was killed";
+  r.reward = -1;
+  r.reward_recipe = "discrete";
+  std::string text = format_summary(r);
+  EXPECT_NE(text.find("FAIL  relu on cpu"), std::string::npos);
+  EXPECT_NE(text.find("timeout: the candidate timed out"), std::string::npos);
+  EXPECT_NE(text.find("reward   -1 (discrete)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cuda_agent

@@ -1,0 +1,191 @@
+#include "store/store.h"
+
+#include <cstdlib>
+
+#include "util/files.h"
+
+namespace cuda_agent {
+namespace {
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS workspaces (
+  path TEXT PRIMARY KEY,
+  task_path TEXT NOT NULL,
+  task_sha256 TEXT NOT NULL,
+  task_source TEXT NOT NULL,
+  device TEXT NOT NULL,
+  checksums TEXT NOT NULL,
+  created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS baselines (
+  key TEXT PRIMARY KEY,
+  record TEXT NOT NULL,
+  created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id TEXT,
+  task_sha256 TEXT,
+  device TEXT,
+  reward INTEGER,
+  result TEXT NOT NULL,
+  created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
+)sql";
+
+/// A prepared statement that finalizes itself.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  bool ok() const { return rc_ == SQLITE_OK; }
+  void bind(int i, const std::string& text) {
+    sqlite3_bind_text(stmt_, i, text.c_str(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+  }
+  void bind(int i, long long value) { sqlite3_bind_int64(stmt_, i, value); }
+  int step() { return sqlite3_step(stmt_); }
+  std::string text(int column) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, column);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  long long integer(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+}  // namespace
+
+std::filesystem::path default_store_path() {
+  if (const char* env = std::getenv("CUDA_AGENT_STORE"); env && *env) return env;
+  return default_cache_dir() / "store.sqlite";
+}
+
+Status Store::Open(const std::filesystem::path& path, std::unique_ptr<Store>* store) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Status::IoError("cannot open the run store " + path.string() + ": " + message);
+  }
+  sqlite3_busy_timeout(db, 30000);
+  std::unique_ptr<Store> opened(new Store(db, path));
+  Status s = opened->exec("PRAGMA journal_mode=WAL;");
+  if (s.ok()) s = opened->exec(kSchema);
+  if (!s.ok()) return s;
+  *store = std::move(opened);
+  return Status::OK();
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+Status Store::error(const std::string& what) const {
+  return Status::IoError("run store " + path_.string() + ": " + what + ": " + sqlite3_errmsg(db_));
+}
+
+Status Store::exec(const std::string& sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : "unknown error";
+    sqlite3_free(message);
+    return Status::IoError("run store " + path_.string() + ": " + text);
+  }
+  return Status::OK();
+}
+
+Status Store::put_workspace(const WorkspaceRecord& r) {
+  Statement st(db_,
+               "INSERT OR REPLACE INTO workspaces (path, task_path, task_sha256, task_source, device,"
+               " checksums) VALUES (?, ?, ?, ?, ?, ?)");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, r.path);
+  st.bind(2, r.task_path);
+  st.bind(3, r.task_sha256);
+  st.bind(4, r.task_source);
+  st.bind(5, r.device);
+  st.bind(6, r.checksums.dump());
+  if (st.step() != SQLITE_DONE) return error("record workspace");
+  return Status::OK();
+}
+
+Status Store::get_workspace(const std::string& path, WorkspaceRecord* r) {
+  Statement st(db_,
+               "SELECT path, task_path, task_sha256, task_source, device, checksums FROM workspaces"
+               " WHERE path = ?");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, path);
+  int rc = st.step();
+  if (rc == SQLITE_DONE) {
+    return Status::NotFound("workspace " + path + " was not laid out with the run store " +
+                            path_.string() + " (run `cuda-agent init`, or pass the --store it used)");
+  }
+  if (rc != SQLITE_ROW) return error("read workspace");
+  r->path = st.text(0);
+  r->task_path = st.text(1);
+  r->task_sha256 = st.text(2);
+  r->task_source = st.text(3);
+  r->device = st.text(4);
+  r->checksums = nlohmann::json::parse(st.text(5), nullptr, false);
+  if (r->checksums.is_discarded()) return Status::Corruption("checksums of workspace " + path);
+  return Status::OK();
+}
+
+Status Store::put_baseline(const std::string& key, const nlohmann::json& record) {
+  Statement st(db_, "INSERT OR REPLACE INTO baselines (key, record) VALUES (?, ?)");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, key);
+  st.bind(2, record.dump());
+  if (st.step() != SQLITE_DONE) return error("record baseline");
+  return Status::OK();
+}
+
+Status Store::get_baseline(const std::string& key, std::optional<nlohmann::json>* record) {
+  Statement st(db_, "SELECT record FROM baselines WHERE key = ?");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, key);
+  int rc = st.step();
+  record->reset();
+  if (rc == SQLITE_DONE) return Status::OK();
+  if (rc != SQLITE_ROW) return error("read baseline");
+  nlohmann::json parsed = nlohmann::json::parse(st.text(0), nullptr, false);
+  if (parsed.is_discarded()) return Status::Corruption("baseline " + key);
+  *record = std::move(parsed);
+  return Status::OK();
+}
+
+Status Store::add_evaluation(const nlohmann::json& result, long long* id) {
+  Statement st(db_,
+               "INSERT INTO evaluations (task_id, task_sha256, device, reward, result)"
+               " VALUES (?, ?, ?, ?, ?)");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, result.value("/task/id"_json_pointer, std::string()));
+  st.bind(2, result.value("/task/sha256"_json_pointer, std::string()));
+  st.bind(3, result.value("device", std::string()));
+  st.bind(4, static_cast<long long>(result.value("reward", -1)));
+  st.bind(5, result.dump());
+  if (st.step() != SQLITE_DONE) return error("record evaluation");
+  *id = sqlite3_last_insert_rowid(db_);
+  return Status::OK();
+}
+
+Status Store::get_evaluation(long long id, nlohmann::json* result) {
+  Statement st(db_, "SELECT result FROM evaluations WHERE id = ?");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW) return Status::NotFound("evaluation " + std::to_string(id));
+  *result = nlohmann::json::parse(st.text(0), nullptr, false);
+  if (result->is_discarded()) return Status::Corruption("evaluation " + std::to_string(id));
+  return Status::OK();
+}
+
+Status Store::count_evaluations(long long* count) {
+  Statement st(db_, "SELECT COUNT(*) FROM evaluations");
+  if (!st.ok() || st.step() != SQLITE_ROW) return error("count evaluations");
+  *count = st.integer(0);
+  return Status::OK();
+}
+
+}  // namespace cuda_agent

@@ -1,0 +1,63 @@
+/// The run store: one SQLite file that remembers what must outlive a command. Evaluation results
+/// (every record, the moment it exists), measured baselines (so eager and torch.compile are timed
+/// once per task, device, torch version and settings), and the workspaces that were laid out,
+/// with the checksums of their infrastructure files.
+///
+/// Several cuda-agent processes may share one store: it runs in WAL mode with a busy timeout.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/status.h"
+
+namespace cuda_agent {
+
+struct WorkspaceRecord {
+  std::string path;           // canonical absolute path of the workspace folder
+  std::string task_path;
+  std::string task_sha256;
+  std::string task_source;    // the reference is always run from this text, never the workspace's copy
+  std::string device;         // "cpu" or "cuda"
+  nlohmann::json checksums;   // relative path -> sha256 of every read-only infrastructure file
+};
+
+class Store {
+ public:
+  static Status Open(const std::filesystem::path& path, std::unique_ptr<Store>* store);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  Status put_workspace(const WorkspaceRecord& record);
+  /// NotFound when the workspace was never laid out with this store.
+  Status get_workspace(const std::string& path, WorkspaceRecord* record);
+
+  Status put_baseline(const std::string& key, const nlohmann::json& record);
+  /// Empty when nothing is cached under key.
+  Status get_baseline(const std::string& key, std::optional<nlohmann::json>* record);
+
+  Status add_evaluation(const nlohmann::json& result, long long* id);
+  Status get_evaluation(long long id, nlohmann::json* result);
+  Status count_evaluations(long long* count);
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  Store(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
+  Status exec(const std::string& sql);
+  Status error(const std::string& what) const;
+  sqlite3* db_;
+  std::filesystem::path path_;
+};
+
+/// $CUDA_AGENT_STORE, else <cache dir>/store.sqlite.
+std::filesystem::path default_store_path();
+
+}  // namespace cuda_agent

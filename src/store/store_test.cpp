@@ -1,0 +1,67 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+
+#include "util/files.h"
+
+namespace cuda_agent {
+namespace {
+
+TEST(Store, BaselinesSurviveReopening) {
+  TempDir dir;
+  auto path = dir.path() / "store.sqlite";
+  {
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(path, &store).ok());
+    std::optional<nlohmann::json> cached;
+    ASSERT_TRUE(store->get_baseline("k", &cached).ok());
+    EXPECT_FALSE(cached.has_value());
+    ASSERT_TRUE(store->put_baseline("k", {{"median_us", 123.5}}).ok());
+  }
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(path, &store).ok());
+  std::optional<nlohmann::json> cached;
+  ASSERT_TRUE(store->get_baseline("k", &cached).ok());
+  ASSERT_TRUE(cached.has_value());
+  EXPECT_DOUBLE_EQ((*cached)["median_us"].get<double>(), 123.5);
+}
+
+TEST(Store, WorkspacesRoundTripAndUnknownOnesAreNotFound) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.path() / "s.sqlite", &store).ok());
+  WorkspaceRecord in{"/w", "/t.py", "abc", "class Model: ...", "cpu", {{"utils/kernels.py", "ff"}}};
+  ASSERT_TRUE(store->put_workspace(in).ok());
+  WorkspaceRecord out;
+  ASSERT_TRUE(store->get_workspace("/w", &out).ok());
+  EXPECT_EQ(out.task_source, in.task_source);
+  EXPECT_EQ(out.checksums, in.checksums);
+  Status missing = store->get_workspace("/elsewhere", &out);
+  EXPECT_EQ(missing.code(), Status::Code::kNotFound);
+  EXPECT_NE(missing.message().find("cuda-agent init"), std::string::npos);
+}
+
+TEST(Store, EvaluationsAreAppendedWithIds) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.path() / "s.sqlite", &store).ok());
+  long long first = 0, second = 0, count = 0;
+  ASSERT_TRUE(store->add_evaluation({{"task", {{"id", "a"}}}, {"reward", 3}}, &first).ok());
+  ASSERT_TRUE(store->add_evaluation({{"task", {{"id", "b"}}}, {"reward", -1}}, &second).ok());
+  EXPECT_LT(first, second);
+  ASSERT_TRUE(store->count_evaluations(&count).ok());
+  EXPECT_EQ(count, 2);
+  nlohmann::json back;
+  ASSERT_TRUE(store->get_evaluation(second, &back).ok());
+  EXPECT_EQ(back["reward"], -1);
+}
+
+TEST(Store, UnopenablePathIsAnError) {
+  std::unique_ptr<Store> store;
+  Status s = Store::Open("/proc/no/such/dir/store.sqlite", &store);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/proc/no/such/dir/store.sqlite"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cuda_agent

@@ -1,0 +1,23 @@
+/// Cutting long logs down to what a person (or a model) needs to read.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace cuda_agent {
+
+/// Keeps the first head and last tail lines, with a marker that says how many lines were cut and
+/// how many there were in all. A log that fits is returned unchanged.
+std::string trim_lines(const std::string& text, std::size_t head = 40, std::size_t tail = 40);
+
+/// The first compiler diagnostic in a log ("error:" or "fatal error:" from gcc, clang or nvcc),
+/// with the two lines after it for context; empty if there is none.
+std::string first_compiler_error(const std::string& log);
+
+/// Compiler output for a person: the first error lifted out on top, then the trimmed log.
+std::string trim_compiler_log(const std::string& log);
+
+/// The last non-empty line of a text, e.g. the exception line of a Python traceback.
+std::string last_line(const std::string& text);
+
+}  // namespace cuda_agent

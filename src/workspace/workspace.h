@@ -1,0 +1,43 @@
+/// An episode workspace: the one folder a policy works in, laid out as the CUDA-Agent release lays
+/// it out.
+///
+///   SKILL.md        the rules and the workflow                       read-only
+///   model.py        the task (the reference)                         read-only
+///   model_new.py    the policy's implementation, calling kernels/    the policy writes it
+///   kernels/        .cu / .cpp / .h sources                          the policy writes them
+///   utils/          kernels.py (the fixed ctypes binding), compile.py, verify.py, profile.py
+///                                                                    read-only
+///   .cuda-agent/    workspace.json: how utils/ reaches the cuda-agent binary and store
+///
+/// Read-only files are made unwritable and their checksums recorded in the run store; every
+/// evaluation first proves they are unchanged (and that nothing was added to utils/).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "store/store.h"
+#include "task/task.h"
+#include "util/status.h"
+
+namespace cuda_agent {
+
+struct InitOptions {
+  std::string device = "cpu";                  // "cpu" or "cuda"
+  std::filesystem::path template_dir;          // harness/workspace
+  std::filesystem::path binary;                // written into .cuda-agent/workspace.json
+};
+
+/// Lays out a workspace for task in dir (which must be missing or empty) and records it in store.
+Status init_workspace(const Task& task, const std::filesystem::path& dir, const InitOptions& options,
+                      Store* store, WorkspaceRecord* record);
+
+/// Looks the workspace up in store and proves its read-only files are unchanged. On success
+/// record holds the task text the reference must be run from. A changed, missing or added file is
+/// a Corruption naming it.
+Status verify_workspace(const std::filesystem::path& dir, Store* store, WorkspaceRecord* record);
+
+/// Canonical absolute path, the key of a workspace in the store.
+std::string workspace_key(const std::filesystem::path& dir);
+
+}  // namespace cuda_agent
