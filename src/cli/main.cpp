@@ -55,7 +55,19 @@ Status copy_candidate(const fs::path& candidate, const fs::path& kernels, const 
 
 }  // namespace
 
+int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    // A broken invariant, not a verdict: say so plainly rather than abort.
+    std::cerr << "cuda-agent: internal error: " << e.what() << "\n";
+    return kExitError;
+  }
+}
+
+int run(int argc, char** argv) {
   CLI::App app{"cuda-agent: turn PyTorch modules into faster, verified CUDA kernels"};
   app.require_subcommand(1);
   std::string store_path;

@@ -46,6 +46,28 @@ std::string fixed(double value, int digits) {
   return buffer;
 }
 
+/// A field of a harness report, or def when it is missing or of another type. Reports from a
+/// candidate's process are written by code we do not trust, so no shape is assumed.
+template <typename T>
+T field(const nlohmann::json& j, const char* key, T def) {
+  if (!j.is_object()) return def;
+  auto it = j.find(key);
+  if (it == j.end()) return def;
+  if constexpr (std::is_same_v<T, bool>) {
+    return it->is_boolean() ? it->template get<bool>() : def;
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    return it->is_number() ? it->template get<T>() : def;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return it->is_string() ? it->template get<std::string>() : def;
+  } else {
+    return it->type() == def.type() ? *it : def;
+  }
+}
+
+std::string field(const nlohmann::json& j, const char* key, const char* def) {
+  return field<std::string>(j, key, def);
+}
+
 /// Last lines of a stderr log, which for Python is where the exception or the faulthandler
 /// stack is.
 std::string stderr_tail(const std::string& text) { return trim_lines(text, 0, 25); }
@@ -75,13 +97,14 @@ bool candidate_failed(const std::string& what, const ProcessResult& p, const nlo
     r->reason = "the candidate's " + what + " process " + p.describe() +
                 " without writing its report: " + last_line(stderr_text);
   } else {
-    for (const auto& v : report.value("violations", nlohmann::json::array())) {
-      r->violations.push_back({v.value("rule", "unknown"), v.value("detail", "")});
+    for (const auto& v : field(report, "violations", nlohmann::json::array())) {
+      r->violations.push_back({field(v, "rule", "unknown"), field(v, "detail", "")});
     }
-    if (report.value("ok", false) && r->violations.empty()) return false;
-    std::string kind = report.value("error_kind", "exception");
-    std::string error = report.value("error", "no reason given");
-    if (report.contains("traceback")) stage->log = report["traceback"].get<std::string>();
+    if (field(report, "ok", false) && r->violations.empty()) return false;
+    std::string kind = field(report, "error_kind", "exception");
+    std::string error = field(report, "error", "no reason given");
+    std::string traceback = field(report, "traceback", "");
+    if (!traceback.empty()) stage->log = traceback;
     if (kind == "violation" || !r->violations.empty()) {
       r->outcome = Outcome::kViolation;
       r->reason = r->violations.empty() ? error : r->violations.front().detail;
@@ -173,14 +196,14 @@ Status Evaluator::prepare(Run& run, EvalResult* r) {
                          options_.trusted_timeout_s, false, &report, &process, &err);
   if (!s.ok()) return s;
   if (process.interrupted) return Status::Internal("interrupted");
-  if (report.is_null() || !report.value("ok", false)) {
+  if (report.is_null() || !field(report, "ok", false)) {
     std::string why = report.is_null() ? process.describe() + ": " + last_line(err)
-                                       : report.value("error", "unknown error");
+                                       : field(report, "error", "unknown error");
     return Status::InvalidArgument("the task " + r->task_path + " does not run: " + why);
   }
   run.prepared = report;
-  r->device_name = report.value("device_name", "");
-  r->torch_version = report.value("torch", "");
+  r->device_name = field(report, "device_name", "");
+  r->torch_version = field(report, "torch", "");
   return Status::OK();
 }
 
@@ -226,22 +249,22 @@ Status Evaluator::verify(Run& run, EvalResult* r) {
   if (report.is_null()) {
     return Status::Internal("the trusted checker " + process.describe() + ": " + last_line(err));
   }
-  if (!report.value("ok", false)) {
-    std::string kind = report.value("error_kind", "");
+  if (!field(report, "ok", false)) {
+    std::string kind = field(report, "error_kind", "");
     if (kind == "task") {
       return Status::InvalidArgument("the task " + r->task_path +
-                                     " does not run: " + report.value("error", ""));
+                                     " does not run: " + field(report, "error", ""));
     }
     r->outcome = Outcome::kRuntimeError;
-    r->reason = "the candidate's outputs could not be read: " + report.value("error", "");
+    r->reason = "the candidate's outputs could not be read: " + field(report, "error", "");
     r->verify.status = "failed";
     r->verify.detail = r->reason;
     return Status::OK();
   }
-  if (report.contains("inputs_modified") && !report["inputs_modified"].is_null()) {
+  if (report.contains("inputs_modified") && report["inputs_modified"].is_object()) {
     const auto& m = report["inputs_modified"];
-    std::string detail = "forward modified input " + std::to_string(m.value("input", 0)) +
-                         " of input set " + std::to_string(m.value("set", 0)) +
+    std::string detail = "forward modified input " + std::to_string(field(m, "input", 0)) +
+                         " of input set " + std::to_string(field(m, "set", 0)) +
                          "; inputs must be left unchanged";
     r->violations.push_back({"inputs_modified", detail});
     r->outcome = Outcome::kViolation;
@@ -250,19 +273,19 @@ Status Evaluator::verify(Run& run, EvalResult* r) {
     r->verify.detail = detail;
     return Status::OK();
   }
-  if (!report.value("correct", false)) {
-    const auto& m = report.value("mismatch", nlohmann::json::object());
+  if (!field(report, "correct", false)) {
+    const auto& m = field(report, "mismatch", nlohmann::json::object());
     r->outcome = Outcome::kMismatch;
-    r->reason = m.value("detail", std::string("outputs differ from the reference"));
+    r->reason = field(m, "detail", std::string("outputs differ from the reference"));
     r->verify.status = "failed";
     r->verify.detail = r->reason;
     return Status::OK();
   }
   r->correct = true;
   r->verify.status = "ok";
-  r->verify.detail = "outputs match on " + std::to_string(report.value("sets", 0)) +
+  r->verify.detail = "outputs match on " + std::to_string(field(report, "sets", 0)) +
                      " input sets (max abs diff " +
-                     fixed(report.value("max_abs_diff", 0.0), 6) + ")";
+                     fixed(field(report, "max_abs_diff", 0.0), 6) + ")";
   return Status::OK();
 }
 
@@ -272,8 +295,8 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
                              {"impl", impl},
                              {"task_sha256", run.record.task_sha256},
                              {"device", options_.device},
-                             {"device_name", run.prepared.value("device_name", "")},
-                             {"torch", run.prepared.value("torch", "")},
+                             {"device_name", field(run.prepared, "device_name", "")},
+                             {"torch", field(run.prepared, "torch", "")},
                              {"warmup", options_.warmup},
                              {"iters", options_.iters},
                              {"flush_mb", options_.flush_mb},
@@ -286,7 +309,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
     if (cached) {
       *data = *cached;
       (*data)["cached"] = true;
-      if ((*cached).value("ok", false)) *median_us = (*cached)["median_us"].get<double>();
+      if (field(*cached, "ok", false)) *median_us = field(*cached, "median_us", 0.0);
       return Status::OK();
     }
   }
@@ -312,7 +335,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
   report["settings"] = settings;
   *data = report;
   (*data)["cached"] = false;
-  if (report.value("ok", false)) *median_us = report["median_us"].get<double>();
+  if (field(report, "ok", false)) *median_us = field(report, "median_us", 0.0);
   // A baseline that failed is cached too: torch.compile failing on a task is a fact about it.
   return store_->put_baseline(key, report);
 }
@@ -324,7 +347,7 @@ Status Evaluator::profile(Run& run, EvalResult* r) {
   if (!s.ok()) return s;
   if (!r->eager_us) {
     return Status::InvalidArgument("the task " + r->task_path + " could not be timed in eager mode: " +
-                                   eager.value("error", "unknown error"));
+                                   field(eager, "error", "unknown error"));
   }
   s = baseline(run, "compile", &r->compile_us, &compiled);
   if (!s.ok()) return s;
@@ -348,13 +371,21 @@ Status Evaluator::profile(Run& run, EvalResult* r) {
   r->profile.data["candidate"] = report;
   r->profile.seconds = seconds_since(start);
   if (candidate_failed("profiling", process, report, err, r, &r->profile)) return Status::OK();
-  r->candidate_us = report["median_us"].get<double>();
+  double median = field(report, "median_us", 0.0);
+  if (!(median > 0)) {
+    r->outcome = Outcome::kRuntimeError;
+    r->reason = "the candidate's profile report holds no valid time";
+    r->profile.status = "failed";
+    r->profile.detail = r->reason;
+    return Status::OK();
+  }
+  r->candidate_us = median;
   r->profile.status = "ok";
   r->profile.detail = "median of " + std::to_string(options_.iters) + " timed calls" +
-                      (eager.value("cached", false) ? ", baselines from the run store" : "");
+                      (field(eager, "cached", false) ? ", baselines from the run store" : "");
   if (!r->compile_us) {
     r->profile.detail += "; torch.compile failed on this task (" +
-                         compiled.value("error", std::string("unknown error")) +
+                         field(compiled, "error", std::string("unknown error")) +
                          "), so the reward is capped at 2";
   }
   return Status::OK();

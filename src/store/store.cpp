@@ -161,10 +161,17 @@ Status Store::add_evaluation(const nlohmann::json& result, long long* id) {
                "INSERT INTO evaluations (task_id, task_sha256, device, reward, result)"
                " VALUES (?, ?, ?, ?, ?)");
   if (!st.ok()) return error("prepare");
-  st.bind(1, result.value("/task/id"_json_pointer, std::string()));
-  st.bind(2, result.value("/task/sha256"_json_pointer, std::string()));
-  st.bind(3, result.value("device", std::string()));
-  st.bind(4, static_cast<long long>(result.value("reward", -1)));
+  auto text = [&](const nlohmann::json::json_pointer& pointer) {
+    return result.contains(pointer) && result[pointer].is_string() ? result[pointer].get<std::string>()
+                                                                   : std::string();
+  };
+  st.bind(1, text("/task/id"_json_pointer));
+  st.bind(2, text("/task/sha256"_json_pointer));
+  st.bind(3, text("/device"_json_pointer));
+  const auto reward = result.find("reward");
+  if (reward != result.end() && reward->is_number_integer()) {
+    st.bind(4, reward->get<long long>());
+  }  // else the column stays NULL: no reward for a partial evaluation
   st.bind(5, result.dump());
   if (st.step() != SQLITE_DONE) return error("record evaluation");
   *id = sqlite3_last_insert_rowid(db_);

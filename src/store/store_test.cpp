@@ -65,3 +65,20 @@ TEST(Store, UnopenablePathIsAnError) {
 
 }  // namespace
 }  // namespace cuda_agent
+
+namespace cuda_agent {
+namespace {
+
+TEST(Store, PartialEvaluationWithoutARewardIsStored) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.path() / "s.sqlite", &store).ok());
+  long long id = 0;
+  ASSERT_TRUE(store->add_evaluation({{"reward", nullptr}, {"stage", "verify"}}, &id).ok());
+  nlohmann::json back;
+  ASSERT_TRUE(store->get_evaluation(id, &back).ok());
+  EXPECT_TRUE(back["reward"].is_null());
+}
+
+}  // namespace
+}  // namespace cuda_agent
