@@ -1,0 +1,117 @@
+"""The dispatch guard: during ModelNew.forward no torch compute may run.
+
+A TorchDispatchMode sees every aten op that reaches the dispatcher, from Python or from C++.
+Allocation and views pass; library GEMM and convolution pass and are recorded; anything else is
+recorded as a violation and raises, so a try/except fallback to torch fails as well. Used by
+run_candidate.py and profile.py around each candidate call:
+
+    guard = DispatchGuard()
+    with guard:
+        out = model(*inputs)
+    guard.violations, guard.library_ops
+"""
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _import_stdlib_profile() -> None:
+    """harness/profile.py shadows the standard library's profile module while this folder is on
+    sys.path, and cProfile (imported by torch._dynamo) needs the real one: import it first."""
+    if "profile" in sys.modules:
+        return
+    here = Path(__file__).resolve().parent
+    saved = list(sys.path)
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    try:
+        import profile  # noqa: F401
+    finally:
+        sys.path[:] = saved
+
+
+_import_stdlib_profile()
+
+import torch
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _get_current_dispatch_mode_stack,
+    _pop_mode,
+)
+
+# Op overload packet names ("aten::empty" covers aten::empty.memory_format and its overloads).
+ALLOCATION_OPS = frozenset({
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::empty_permuted",
+    "aten::new_empty", "aten::new_empty_strided",
+    "aten::zeros", "aten::zeros_like", "aten::new_zeros",
+    "aten::zero_", "aten::fill_",
+})
+
+VIEW_OPS = frozenset({
+    "aten::view", "aten::_unsafe_view", "aten::_reshape_alias", "aten::view_as",
+    "aten::as_strided", "aten::alias", "aten::detach",
+    "aten::permute", "aten::transpose", "aten::t", "aten::expand", "aten::expand_as",
+    "aten::squeeze", "aten::unsqueeze", "aten::select", "aten::slice", "aten::narrow",
+    "aten::split", "aten::split_with_sizes", "aten::unbind", "aten::chunk",
+    "aten::diagonal", "aten::unfold", "aten::view_as_real", "aten::view_as_complex",
+})
+
+LIBRARY_OPS = frozenset({
+    "aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm",
+    "aten::convolution", "aten::_convolution", "aten::convolution_overrideable",
+    "aten::cudnn_convolution", "aten::cudnn_convolution_transpose",
+    "aten::mkldnn_convolution", "aten::miopen_convolution",
+})
+
+
+class GuardViolation(RuntimeError):
+    """Raised inside forward when a forbidden op is called."""
+
+
+@functools.cache
+def _classify(func: torch._ops.OpOverload) -> tuple[str, str]:
+    """(kind, packet name) of an op: kind is "allowed", "library" or "compute"."""
+    packet = func.name().split(".", 1)[0]
+    if packet in ALLOCATION_OPS or packet in VIEW_OPS:
+        return "allowed", packet
+    if packet in LIBRARY_OPS:
+        return "library", packet
+    return "compute", packet
+
+
+class DispatchGuard(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        import torch._dynamo  # noqa: F401  the mode's first dispatch would import it, mid-forward
+        self.violations: list[dict[str, str]] = []
+        self.library_ops: list[str] = []
+
+    def _violate(self, rule: str, detail: str) -> None:
+        violation = {"rule": rule, "detail": detail}
+        if violation not in self.violations:
+            self.violations.append(violation)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None) -> Any:
+        kind, packet = _classify(func)
+        if kind == "compute":
+            self._violate("torch_compute_op", f"{func.name()} called during ModelNew.forward")
+            raise GuardViolation(
+                f"{func.name()} is torch compute, forbidden during ModelNew.forward: only "
+                "allocation, views and library GEMM/convolution may run; write a kernel for it")
+        if kind == "library" and packet not in self.library_ops:
+            self.library_ops.append(packet)
+        return func(*args, **(kwargs or {}))
+
+    def __exit__(self, exc_type, exc_value, exc_tb) -> None:
+        stack = _get_current_dispatch_mode_stack()
+        if stack and stack[-1] is self:
+            super().__exit__(exc_type, exc_value, exc_tb)
+            return
+        self._violate("guard_tampered",
+                      "the dispatch guard was no longer the active mode when ModelNew.forward "
+                      "returned")
+        if self in stack:  # covered by modes the candidate pushed: drop them, then this one
+            for _ in range(len(stack) - 1 - stack.index(self)):
+                _pop_mode()
+            super().__exit__(exc_type, exc_value, exc_tb)

@@ -1,0 +1,127 @@
+"""The dispatch guard: what ModelNew.forward may and may not run."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import (
+    TorchDispatchMode,
+    _get_current_dispatch_mode_stack,
+    _pop_mode,
+)
+
+from guard import DispatchGuard, GuardViolation
+
+torch.manual_seed(0)
+X = torch.randn(8, 16)
+W = torch.randn(4, 16)
+B = torch.randn(4)
+IMAGE = torch.randn(1, 3, 8, 8)
+FILTER = torch.randn(5, 3, 3, 3)
+
+ALLOWED = {
+    "empty_like": lambda: torch.empty_like(X),
+    "empty on a device": lambda: torch.empty(3, 4, device=X.device, dtype=X.dtype),
+    "zeros": lambda: torch.zeros(5),
+    "fill_": lambda: torch.empty(5).fill_(1.5),
+    "view": lambda: X.view(-1),
+    "reshape of a contiguous tensor": lambda: X.reshape(2, 64),
+    "contiguous of a contiguous tensor": lambda: X.contiguous(),
+    "metadata": lambda: (X.size(), X.data_ptr(), X.numel(), X.stride(), X.is_contiguous()),
+    "permute and transpose": lambda: X.unsqueeze(0).permute(2, 0, 1).transpose(0, 1),
+    "indexing views": lambda: (X[0], X[:, 2:5], X[None], X.split(4), X.unbind(0)),
+    "to the same device and dtype": lambda: X.to(X.device, X.dtype),
+}
+
+LIBRARY = {
+    "torch.mm": (lambda: torch.mm(X, W.t()), "aten::mm"),
+    "torch.matmul": (lambda: torch.matmul(X, W.t()), "aten::mm"),
+    "F.linear": (lambda: F.linear(X, W, B), "aten::addmm"),
+    "F.conv2d": (lambda: F.conv2d(IMAGE, FILTER), "aten::convolution"),
+}
+
+FORBIDDEN = {
+    "x + 1": (lambda: X + 1, "aten::add.Tensor"),
+    "torch.relu": (lambda: torch.relu(X), "aten::relu"),
+    "F.softmax": (lambda: F.softmax(X, dim=-1), "aten::_softmax"),
+    "x.sum()": (lambda: X.sum(), "aten::sum"),
+    "x.clone()": (lambda: X.clone(), "aten::clone"),
+    "x.to(float64)": (lambda: X.to(torch.float64), "aten::_to_copy"),
+    "x.to(copy=True)": (lambda: X.to(X.device, copy=True), "aten::_to_copy"),
+    "reshape of a transposed tensor": (lambda: X.t().reshape(-1), "aten::clone"),
+}
+
+
+@pytest.mark.parametrize("call", ALLOWED.values(), ids=ALLOWED.keys())
+def test_allocation_views_and_metadata_pass(call) -> None:
+    guard = DispatchGuard()
+    with guard:
+        call()
+    assert guard.violations == []
+    assert guard.library_ops == []
+    assert _get_current_dispatch_mode_stack() == []
+
+
+@pytest.mark.parametrize("call, op", LIBRARY.values(), ids=LIBRARY.keys())
+def test_library_ops_pass_and_are_recorded(call, op: str) -> None:
+    guard = DispatchGuard()
+    with guard:
+        call()
+    assert guard.violations == []
+    assert guard.library_ops == [op]
+
+
+@pytest.mark.parametrize("call, op", FORBIDDEN.values(), ids=FORBIDDEN.keys())
+def test_compute_ops_raise_and_are_violations(call, op: str) -> None:
+    guard = DispatchGuard()
+    with pytest.raises(GuardViolation, match=op.replace(".", r"\.")):
+        with guard:
+            call()
+    assert guard.violations == [
+        {"rule": "torch_compute_op", "detail": f"{op} called during ModelNew.forward"}]
+    assert _get_current_dispatch_mode_stack() == []
+
+
+def test_a_caught_fallback_is_still_a_violation() -> None:
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        try:
+            return torch.relu(x)
+        except Exception:
+            return torch.empty_like(x)  # pretend a kernel ran
+
+    guard = DispatchGuard()
+    with guard:
+        forward(X)
+    assert [v["rule"] for v in guard.violations] == ["torch_compute_op"]
+    assert "aten::relu" in guard.violations[0]["detail"]
+
+
+def test_removing_the_guard_is_a_violation() -> None:
+    guard = DispatchGuard()
+    with guard:
+        _pop_mode()
+        X + 1  # no longer seen
+    assert [v["rule"] for v in guard.violations] == ["guard_tampered"]
+    assert _get_current_dispatch_mode_stack() == []
+
+
+def test_covering_the_guard_with_another_mode_is_a_violation() -> None:
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    guard = DispatchGuard()
+    with guard:
+        PassThrough().__enter__()
+    assert [v["rule"] for v in guard.violations] == ["guard_tampered"]
+    assert _get_current_dispatch_mode_stack() == []
+
+
+def test_a_guard_can_be_entered_again_and_keeps_its_records() -> None:
+    guard = DispatchGuard()
+    for _ in range(2):
+        with guard:
+            torch.mm(X, W.t())
+            with pytest.raises(GuardViolation):
+                X * 2
+    assert guard.library_ops == ["aten::mm"]
+    assert [v["detail"] for v in guard.violations] == ["aten::mul.Tensor called during ModelNew.forward"]
