@@ -1,0 +1,336 @@
+"""What every harness script shares: argument and report handling, task and candidate loading,
+tensor bundles and device helpers. PROTOCOL.md is the contract these implement."""
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import platform
+import sys
+import traceback
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+from guard import DispatchGuard  # first: it puts the real stdlib profile in sys.modules
+import torch
+
+TASK_NAMES = ("Model", "get_inputs", "get_init_inputs")
+TASK_MODULE = "_cuda_agent_task"
+KERNEL_LIB_ENV = "CUDA_AGENT_KERNEL_LIB"
+TRACEBACK_LINES = 40
+
+
+class Failure(Exception):
+    """An outcome the report states as ok=false with this error_kind and message."""
+
+    kind = "internal"
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        if kind is not None:
+            self.kind = kind
+
+
+class TaskError(Failure):
+    kind = "task"
+
+
+class UsageError(Failure):
+    kind = "usage"
+
+
+# --- arguments and reports ---------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def make_parser(description: str) -> argparse.ArgumentParser:
+    """A parser with the options every script takes (--device, --report); errors raise UsageError."""
+    parser = _Parser(description=description)
+    parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
+    parser.add_argument("--report", required=True, help="where the JSON report is written")
+    return parser
+
+
+def _report_path(argv: list[str]) -> str | None:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--report")
+    known, _ = pre.parse_known_args(argv)
+    return known.report
+
+
+def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None]) -> int:
+    """Parses arguments, runs main(args, report) and writes the report whatever happens."""
+    argv = sys.argv[1:]
+    if "-h" in argv or "--help" in argv:
+        parser.print_help()
+        return 0
+    report_path = _report_path(argv)
+    if report_path is None:
+        print(f"{parser.prog}: --report is required", file=sys.stderr)
+        return 2
+    report_path = os.path.abspath(report_path)  # the candidate's loader changes the cwd
+    report: dict[str, Any] = {"ok": False}
+    try:
+        args = parser.parse_args(argv)
+        pin_precision()
+        torch.set_grad_enabled(False)  # the harness only ever runs forward
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise UsageError("--device cuda was asked for but torch sees no CUDA device")
+        main(args, report)
+        report["ok"] = True
+    except BaseException as error:  # candidate code can raise anything, SystemExit included
+        report.update(failure_fields(error))
+    write_report(report_path, report)
+    return 0
+
+
+def failure_fields(error: BaseException) -> dict[str, Any]:
+    """ok/error_kind/error/traceback for a caught exception: a Failure speaks for itself and
+    carries the traceback of its cause; anything else is an internal error."""
+    if isinstance(error, Failure):
+        fields: dict[str, Any] = {"ok": False, "error_kind": error.kind, "error": str(error)}
+        cause = error.__cause__
+    else:
+        fields = {"ok": False, "error_kind": "internal",
+                  "error": f"{type(error).__name__}: {error}"}
+        cause = error
+    if cause is not None:
+        lines = "".join(traceback.format_exception(cause)).splitlines()
+        fields["traceback"] = "\n".join(lines[-TRACEBACK_LINES:])
+    return fields
+
+
+def jsonable(value: Any) -> Any:
+    """Strict JSON: non-finite floats become "nan", "inf" or "-inf"; unknown objects their repr."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return repr(value)
+
+
+def write_report(path: str, report: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(jsonable(report), f, indent=1, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# --- tasks and candidates ----------------------------------------------------------------------
+
+
+def load_task(path: str) -> types.ModuleType:
+    """Imports a KernelBench task file under a private name, its folder first on sys.path."""
+    file = Path(path).resolve()
+    if not file.is_file():
+        raise TaskError(f"task file {file} does not exist")
+    sys.path.insert(0, str(file.parent))
+    spec = importlib.util.spec_from_file_location(TASK_MODULE, file)
+    if spec is None or spec.loader is None:
+        raise TaskError(f"task file {file} cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[TASK_MODULE] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        raise TaskError(f"importing task file {file} failed: {type(error).__name__}: {error}") \
+            from error
+    missing = [name for name in TASK_NAMES if not callable(getattr(module, name, None))]
+    if missing:
+        raise TaskError(f"task file {file} does not define {', '.join(missing)} at top level")
+    return module
+
+
+def load_candidate(workspace: str, kernel_lib: str) -> type:
+    """Imports ModelNew from WORKSPACE/model_new.py as the candidate sees it: the workspace first
+    on sys.path, cwd there, and CUDA_AGENT_KERNEL_LIB naming the compiled kernel library."""
+    folder = Path(workspace).resolve()
+    os.environ[KERNEL_LIB_ENV] = str(Path(kernel_lib).resolve()) if kernel_lib else ""
+    sys.path.insert(0, str(folder))
+    os.chdir(folder)
+    source = folder / "model_new.py"
+    if not source.is_file():
+        raise Failure(f"{source} does not exist", "load")
+    spec = importlib.util.spec_from_file_location("model_new", source)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["model_new"] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as error:
+        raise Failure(f"importing {source} failed: {type(error).__name__}: {error}", "load") \
+            from error
+    cls = getattr(module, "ModelNew", None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise Failure(f"{source} does not define a top-level class ModelNew(nn.Module)", "load")
+    return cls
+
+
+def model_base(cls: type) -> type | None:
+    """The class named Model among cls's bases, if any (rule inherits_model): the task's Model,
+    whether imported from the workspace's model.py or copied there under its name."""
+    return next((base for base in cls.__mro__[1:] if base.__name__ == "Model"), None)
+
+
+def build_model(cls: type, init: dict, init_seed: int, device: str) -> tuple[torch.nn.Module, str]:
+    """cls(*init_inputs) after torch.manual_seed(init_seed), with the reference's state_dict
+    loaded when its keys and shapes match exactly. Returns the model and "loaded" or "seeded"."""
+    torch.manual_seed(init_seed)
+    model = cls(*init["init_inputs"])
+    reference: dict[str, torch.Tensor] = init["state_dict"]
+    own = model.state_dict()
+    same = own.keys() == reference.keys() and all(
+        tuple(own[k].shape) == tuple(reference[k].shape) for k in own)
+    if same:
+        model.load_state_dict(reference)
+    return model.to(device), "loaded" if same else "seeded"
+
+
+def load_candidate_model(workspace: str, kernel_lib: str, init: dict, init_seed: int, device: str,
+                         report: dict) -> tuple[torch.nn.Module, DispatchGuard]:
+    """Loads and builds ModelNew as run_candidate.py and profile.py both do, with the guard its
+    calls run under; report gets "violations", "library_ops" and "weights"."""
+    cls = load_candidate(workspace, kernel_lib)
+    guard = DispatchGuard()
+    report["violations"] = guard.violations
+    report["library_ops"] = guard.library_ops
+    base = model_base(cls)
+    if base is not None:
+        detail = (f"ModelNew derives from {base.__module__}.{base.__qualname__}: it must implement "
+                  "forward itself, not subclass the task's Model")
+        guard.violations.append({"rule": "inherits_model", "detail": detail})
+        raise Failure(detail, "violation")
+    try:
+        model, report["weights"] = build_model(cls, init, init_seed, device)
+    except BaseException as error:
+        raise Failure(f"constructing ModelNew failed: {type(error).__name__}: {error}", "load") \
+            from error
+    return model, guard
+
+
+def call_candidate(model: torch.nn.Module, inputs: list, guard: DispatchGuard,
+                   device: str) -> list:
+    """model(*inputs) inside the guard, then a device synchronize; returns the outputs as a list.
+    A violation, even one the candidate caught, or an exception becomes a Failure."""
+    try:
+        with guard:
+            output = model(*inputs)
+        synchronize(device)
+    except BaseException as error:  # candidate code can raise anything, SystemExit included
+        if guard.violations:
+            raise _violation(guard) from error
+        raise Failure(f"ModelNew.forward raised {type(error).__name__}: {error}", "exception") \
+            from error
+    if guard.violations:
+        raise _violation(guard)
+    return output_list(output)
+
+
+def _violation(guard: DispatchGuard) -> Failure:
+    first = guard.violations[0]
+    return Failure(f"rule {first['rule']} broken: {first['detail']}", "violation")
+
+
+def check_output_types(outputs: list) -> None:
+    """T3: a candidate's outputs must be exactly torch.Tensor, no subclass and no lazy object."""
+    wrong = [type_name(o) for o in outputs if type(o) is not torch.Tensor]
+    if wrong:
+        raise Failure(f"ModelNew.forward returned {', '.join(wrong)}: it must return a "
+                      "torch.Tensor or a tuple or list of them", "output")
+
+
+# --- tensors -----------------------------------------------------------------------------------
+
+
+def load_bundle(path: str) -> Any:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def save_bundle(value: Any, path: str) -> None:
+    tmp = f"{path}.tmp"
+    torch.save(value, tmp)
+    os.replace(tmp, path)
+
+
+def to_device(values: list, device: str) -> list:
+    """A fresh copy of each tensor on the device; other values as they are."""
+    return [v.to(device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def to_cpu(values: list) -> list:
+    """A detached CPU copy of each tensor, owned by the caller; other values as they are."""
+    return [v.detach().to("cpu", copy=True) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def output_list(output: Any) -> list:
+    """forward's result as a list: a tuple or list as its items, anything else as one item."""
+    return list(output) if isinstance(output, (tuple, list)) else [output]
+
+
+def type_name(value: Any) -> str:
+    cls = type(value)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+def describe(value: Any) -> dict[str, Any]:
+    if isinstance(value, torch.Tensor):
+        return {"shape": list(value.shape), "dtype": str(value.dtype).removeprefix("torch.")}
+    return {"value": value}
+
+
+# --- devices -----------------------------------------------------------------------------------
+
+
+def pin_precision() -> None:
+    """Full fp32 precision on both sides: no TF32 in cuBLAS or cuDNN."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+POISON_SMALL_BLOCKS = 64  # 1 MiB each: the caching allocator's small-block pool
+POISON_LARGE_MAX_BYTES = 16 << 30
+
+
+def poison_cuda_allocator() -> None:
+    """Leaves the caching allocator's free memory filled with 0xFF bytes (NaN in every floating
+    dtype), so memory a candidate allocates and never writes reads as NaN, not stale values."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    free, _ = torch.cuda.mem_get_info()
+    large = min(free // 2, POISON_LARGE_MAX_BYTES)
+    blocks = [torch.empty(large, dtype=torch.uint8, device="cuda")]
+    blocks += [torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+               for _ in range(POISON_SMALL_BLOCKS)]
+    for block in blocks:
+        block.fill_(255)
+    torch.cuda.synchronize()
+    del blocks

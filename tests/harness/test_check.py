@@ -1,0 +1,126 @@
+"""check.py's comparison rules, called in-process."""
+
+import math
+
+import pytest
+import torch
+
+import check
+
+ATOL = RTOL = 1e-2
+
+
+def compare(expected: list[list], got: list[list]) -> dict:
+    return check.compare_sets(expected, got, ATOL, RTOL)
+
+
+def test_close_values_pass() -> None:
+    torch.manual_seed(0)
+    expected = torch.randn(64, 32)
+    result = compare([[expected]], [[expected + 1e-3]])
+    assert result["mismatch"] is None
+    assert result["sets"] == 1
+    assert result["max_abs_diff"] == pytest.approx(1e-3, rel=1e-4)
+
+
+def test_tolerance_scales_with_expected() -> None:
+    expected = torch.tensor([100.0, 100.0])
+    inside = torch.tensor([100.9, 99.1])     # |diff| 0.9 <= 0.01 + 0.01 * 100
+    outside = torch.tensor([100.9, 101.2])   # |diff| 1.2 > 1.01
+    assert compare([[expected]], [[inside]])["mismatch"] is None
+    mismatch = compare([[expected]], [[outside]])["mismatch"]
+    assert mismatch["kind"] == "value" and mismatch["index"] == [1]
+
+
+def test_value_off_by_more_than_tolerance_names_the_first_mismatch() -> None:
+    torch.manual_seed(1)
+    a, b = torch.randn(8, 16), torch.randn(3, 4, 5)
+    wrong = b.clone()
+    wrong[1, 2, 3] += 0.5
+    wrong[2, 0, 0] += 0.7
+    result = compare([[a], [a, b]], [[a.clone()], [a.clone(), wrong]])
+    mismatch = result["mismatch"]
+    assert (mismatch["set"], mismatch["output"], mismatch["kind"]) == (1, 1, "value")
+    assert mismatch["index"] == [1, 2, 3]
+    assert mismatch["expected"] == pytest.approx(b[1, 2, 3].item())
+    assert mismatch["got"] == pytest.approx(wrong[1, 2, 3].item())
+    assert mismatch["mismatched"] == 2 and mismatch["numel"] == 60
+    assert mismatch["max_abs_diff"] == pytest.approx(0.7, rel=1e-5)
+    assert "set 1 output 1" in mismatch["detail"] and "[1, 2, 3]" in mismatch["detail"]
+    assert result["max_abs_diff"] == pytest.approx(0.7, rel=1e-5)
+
+
+@pytest.mark.parametrize("expected, got", [
+    (float("nan"), float("nan")),
+    (1.0, float("nan")),
+    (float("nan"), 1.0),
+    (float("inf"), float("-inf")),
+    (float("inf"), 1e30),
+    (1.0, float("inf")),
+])
+def test_nan_and_mismatched_infinity_never_match(expected: float, got: float) -> None:
+    e = torch.tensor([0.5, expected])
+    g = torch.tensor([0.5, got])
+    mismatch = compare([[e]], [[g]])["mismatch"]
+    assert mismatch is not None and mismatch["kind"] == "value"
+    assert mismatch["index"] == [1] and mismatch["mismatched"] == 1
+
+
+def test_same_infinity_matches() -> None:
+    e = torch.tensor([float("inf"), float("-inf"), 2.0])
+    result = compare([[e]], [[e.clone()]])
+    assert result["mismatch"] is None
+    assert result["max_abs_diff"] == 0.0
+
+
+def test_shape_mismatch() -> None:
+    mismatch = compare([[torch.zeros(4, 8)]], [[torch.zeros(8, 4)]])["mismatch"]
+    assert mismatch["kind"] == "shape"
+    assert (mismatch["expected"], mismatch["got"]) == ([4, 8], [8, 4])
+
+
+def test_dtype_mismatch() -> None:
+    mismatch = compare([[torch.zeros(4)]], [[torch.zeros(4, dtype=torch.float16)]])["mismatch"]
+    assert mismatch["kind"] == "dtype"
+    assert (mismatch["expected"], mismatch["got"]) == ("float32", "float16")
+
+
+def test_count_and_type_mismatch() -> None:
+    t = torch.zeros(2)
+    count = compare([[t, t]], [[t]])["mismatch"]
+    assert (count["kind"], count["expected"], count["got"]) == ("count", 2, 1)
+    kind = compare([[t]], [[[0.0, 0.0]]])["mismatch"]
+    assert (kind["kind"], kind["expected"], kind["got"]) == ("type", "torch.Tensor", "list")
+
+
+def test_first_mismatch_is_kept_across_sets() -> None:
+    t = torch.ones(3)
+    result = compare([[t], [t]], [[torch.ones(4)], [t + 1]])
+    assert result["mismatch"]["set"] == 0 and result["mismatch"]["kind"] == "shape"
+    assert result["max_abs_diff"] == pytest.approx(1.0)  # set 1 was still compared
+
+
+def test_changed_input_is_detected() -> None:
+    x = torch.randn(4, 4)
+    x[0, 0] = float("nan")
+    original = [[x, 3], [x.clone(), 3]]
+    assert check.find_modified_input(original, [[x.clone(), 3], [x.clone(), 3]]) is None
+    changed = x.clone()
+    changed[2, 1] += 1e-6
+    assert check.find_modified_input(original, [[x.clone(), 3], [changed, 3]]) == \
+        {"set": 1, "input": 0}
+    assert check.find_modified_input(original, [[x.double(), 3], [x.clone(), 3]]) == \
+        {"set": 0, "input": 0}
+    assert check.find_modified_input(original, [[x.clone(), 4], [x.clone(), 3]]) == \
+        {"set": 0, "input": 1}
+
+
+def test_report_is_strict_json(tmp_path) -> None:
+    import json
+
+    import common
+    path = tmp_path / "report.json"
+    common.write_report(str(path), {"ok": True, "max_abs_diff": math.inf, "got": math.nan})
+    report = json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(name))
+    assert report == {"ok": True, "max_abs_diff": "inf", "got": "nan"}
+    assert not (tmp_path / "report.json.tmp").exists()

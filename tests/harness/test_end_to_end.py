@@ -1,0 +1,253 @@
+"""The harness scripts run as the evaluator runs them: child processes, files and JSON reports."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import HARNESS, build_library
+
+SEED, INIT_SEED, SCALE = 1234, 77, 2.0
+
+TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return torch.relu(x) * self.scale
+
+
+def get_inputs():
+    return [torch.randn(256, 1024)]
+
+
+def get_init_inputs():
+    return [2.0]
+"""
+
+KERNEL = r"""
+#include <cstdint>
+extern "C" int scale_relu(const float* x, float* y, int64_t n, float scale, void* stream) {
+  #pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] > 0.f ? x[i] : 0.f) * scale;
+  return 0;
+}
+"""
+
+# Forgets the relu on the second half.
+WRONG_KERNEL = KERNEL.replace("x[i] > 0.f", "(x[i] > 0.f || i >= n / 2)")
+
+MODEL_NEW = """
+import torch
+import torch.nn as nn
+from utils.kernels import load
+
+scale_relu = load().bind("scale_relu", "tensor", "tensor", "i64", "f32", "stream")
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        scale_relu(x, y, x.numel(), self.scale)
+        return y
+"""
+
+
+def run(script: str, *args: object) -> dict:
+    """Runs a harness script as the evaluator does and returns its report."""
+    report = Path(args[args.index("--report") + 1])
+    result = subprocess.run([sys.executable, "-E", "-s", str(HARNESS / script), *map(str, args)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return json.loads(report.read_text())
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    """A task, its prepared bundles, and the right and the wrong kernel library."""
+    root = tmp_path_factory.mktemp("e2e")
+    (root / "task.py").write_text(TASK)
+    build_library(root, "right", KERNEL)
+    build_library(root, "wrong", WRONG_KERNEL)
+    report = run("prepare.py", "--task", root / "task.py", "--device", "cpu", "--seed", SEED,
+                 "--init-seed", INIT_SEED, "--verify-sets", 3, "--profile-sets", 2,
+                 "--out", root, "--report", root / "prepare.json")
+    assert report["ok"], report
+    return root
+
+
+def workspace(root: Path, name: str, model_new: str = MODEL_NEW) -> Path:
+    folder = root / name
+    folder.mkdir()
+    shutil.copytree(HARNESS / "workspace" / "utils", folder / "utils")
+    (folder / "model_new.py").write_text(model_new)
+    shutil.copy(root / "task.py", folder / "model.py")
+    return folder
+
+
+def run_candidate(root: Path, name: str, model_new: str = MODEL_NEW, lib: str = "right") -> dict:
+    return run("run_candidate.py", "--workspace", workspace(root, name, model_new),
+               "--kernel-lib", root / f"lib{lib}.so", "--init", root / "init.pt",
+               "--inputs", root / "verify_inputs.pt", "--init-seed", INIT_SEED,
+               "--device", "cpu", "--out", root / f"{name}.pt", "--report", root / f"{name}.json")
+
+
+def check(root: Path, name: str) -> dict:
+    return run("check.py", "--task", root / "task.py", "--init", root / "init.pt",
+               "--inputs", root / "verify_inputs.pt", "--candidate-out", root / f"{name}.pt",
+               "--init-seed", INIT_SEED, "--device", "cpu", "--report", root / f"check_{name}.json")
+
+
+def profile(root: Path, impl: str, warmup: int, iters: int) -> dict:
+    return run("profile.py", "--impl", impl, "--task", root / "task.py",
+               "--workspace", workspace(root, f"profile_{impl}"), "--kernel-lib", root / "libright.so",
+               "--init", root / "init.pt", "--inputs", root / "profile_inputs.pt",
+               "--init-seed", INIT_SEED, "--device", "cpu", "--warmup", warmup, "--iters", iters,
+               "--flush-mb", 1, "--report", root / f"profile_{impl}.json")
+
+
+def test_prepare_writes_seeded_bundles_and_describes_the_task(prepared: Path) -> None:
+    report = json.loads((prepared / "prepare.json").read_text())
+    assert report["inputs"] == [{"shape": [256, 1024], "dtype": "float32"}]
+    assert report["outputs"] == [{"shape": [256, 1024], "dtype": "float32"}]
+    assert report["parameters"] == 0
+    assert report["torch"] == torch.__version__ and report["device_name"]
+    init = torch.load(prepared / "init.pt", weights_only=True)
+    assert init == {"init_inputs": [SCALE], "state_dict": {}}
+    verify = torch.load(prepared / "verify_inputs.pt", weights_only=True)
+    profile_sets = torch.load(prepared / "profile_inputs.pt", weights_only=True)
+    assert len(verify) == 3 and len(profile_sets) == 2
+    for k, inputs in enumerate(verify):
+        torch.manual_seed(SEED + k)
+        assert torch.equal(inputs[0], torch.randn(256, 1024))
+    torch.manual_seed(SEED + 1000 + 1)
+    assert torch.equal(profile_sets[1][0], torch.randn(256, 1024))
+
+
+def test_a_correct_kernel_passes(prepared: Path) -> None:
+    report = run_candidate(prepared, "right")
+    assert report == {"ok": True, "violations": [], "library_ops": [], "weights": "loaded",
+                      "output_types": ["torch.Tensor"]}
+    result = check(prepared, "right")
+    assert result["ok"] and result["correct"], result
+    assert result["sets"] == 3 and result["mismatch"] is None
+    assert result["inputs_modified"] is None
+    assert result["max_abs_diff"] == 0.0
+
+
+def test_a_wrong_kernel_is_a_mismatch(prepared: Path) -> None:
+    assert run_candidate(prepared, "wrong", lib="wrong")["ok"]
+    result = check(prepared, "wrong")
+    assert result["ok"] and result["correct"] is False
+    x = torch.load(prepared / "verify_inputs.pt", weights_only=True)[0][0].flatten()
+    half = x.numel() // 2
+    off = x[half:] < -0.005  # 2|x| > atol + rtol * 0
+    first = half + int(torch.nonzero(off)[0])
+    mismatch = result["mismatch"]
+    assert (mismatch["set"], mismatch["output"], mismatch["kind"]) == (0, 0, "value")
+    assert mismatch["index"] == [first // 1024, first % 1024]
+    assert mismatch["expected"] == 0.0
+    assert mismatch["got"] == pytest.approx(x[first].item() * SCALE)
+    assert mismatch["mismatched"] == int(off.sum())
+
+
+def test_a_kernel_that_writes_its_input_is_caught(prepared: Path) -> None:
+    in_place = MODEL_NEW.replace("y = torch.empty_like(x)", "y = x")
+    assert run_candidate(prepared, "in_place", in_place)["ok"]
+    result = check(prepared, "in_place")
+    assert result["mismatch"] is None
+    assert result["inputs_modified"] == {"set": 0, "input": 0}
+    assert result["correct"] is False
+
+
+@pytest.mark.parametrize("name, forward", [
+    ("torch_relu", "return torch.relu(x) * self.scale"),
+    ("fallback", "try:\n            return torch.relu(x) * self.scale\n"
+                 "        except Exception:\n            y = torch.empty_like(x)\n"
+                 "            scale_relu(x, y, x.numel(), self.scale)\n            return y"),
+], ids=["torch_relu", "fallback"])
+def test_torch_compute_in_forward_is_a_violation(prepared: Path, name: str, forward: str) -> None:
+    body = MODEL_NEW[MODEL_NEW.index("        y = torch.empty_like"):]
+    report = run_candidate(prepared, name, MODEL_NEW.replace(body, f"        {forward}\n"))
+    assert report["ok"] is False and report["error_kind"] == "violation"
+    assert report["violations"] == [{"rule": "torch_compute_op",
+                                     "detail": "aten::relu called during ModelNew.forward"}]
+    assert not (prepared / f"{name}.pt").exists()
+
+
+def test_subclassing_the_task_model_is_a_violation(prepared: Path) -> None:
+    inherits = "from model import Model\n\n\nclass ModelNew(Model):\n    pass\n"
+    report = run_candidate(prepared, "inherits", inherits)
+    assert report["ok"] is False and report["error_kind"] == "violation"
+    assert [v["rule"] for v in report["violations"]] == ["inherits_model"]
+
+
+def test_an_output_that_is_not_a_tensor_is_refused(prepared: Path) -> None:
+    as_dict = MODEL_NEW.replace("        return y\n", "        return {'y': y}\n")
+    report = run_candidate(prepared, "as_dict", as_dict)
+    assert report["ok"] is False and report["error_kind"] == "output"
+    assert report["output_types"] == ["dict"]
+
+
+def test_model_new_that_fails_to_import_is_a_load_error(prepared: Path) -> None:
+    report = run_candidate(prepared, "broken", "import no_such_module\n")
+    assert report["ok"] is False and report["error_kind"] == "load"
+    assert "no_such_module" in report["error"] and "no_such_module" in report["traceback"]
+
+
+def test_check_without_candidate_outputs(prepared: Path) -> None:
+    report = check(prepared, "never_written")
+    assert report["ok"] is False and report["error_kind"] == "candidate_output"
+
+
+def test_a_task_missing_get_inputs(tmp_path: Path) -> None:
+    task = tmp_path / "no_inputs.py"
+    task.write_text(TASK[:TASK.index("def get_inputs")] + TASK[TASK.index("def get_init_inputs"):])
+    report = run("prepare.py", "--task", task, "--device", "cpu", "--seed", 1, "--init-seed", 2,
+                 "--out", tmp_path, "--report", tmp_path / "report.json")
+    assert report["ok"] is False and report["error_kind"] == "task"
+    assert str(task) in report["error"] and "get_inputs" in report["error"]
+    assert "get_init_inputs" not in report["error"].replace(str(task), "")
+
+
+def test_bad_arguments_still_write_a_report(tmp_path: Path) -> None:
+    report = run("check.py", "--device", "cpu", "--report", tmp_path / "report.json")
+    assert report["ok"] is False and report["error_kind"] == "usage"
+    assert "--task" in report["error"]
+
+
+def assert_timings(report: dict, impl: str, iters: int) -> None:
+    assert report["ok"], report
+    assert report["impl"] == impl and report["iters"] == iters
+    times = report["times_us"]
+    assert len(times) == iters and all(t > 0 for t in times)
+    assert report["min_us"] == min(times) and report["max_us"] == max(times)
+    assert report["min_us"] <= report["p10_us"] <= report["median_us"] <= report["p90_us"] \
+        <= report["max_us"]
+
+
+@pytest.mark.parametrize("impl", ["eager", "candidate"])
+def test_profile(prepared: Path, impl: str) -> None:
+    report = profile(prepared, impl, warmup=2, iters=5)
+    assert_timings(report, impl, 5)
+    if impl == "candidate":
+        assert report["violations"] == [] and report["weights"] == "loaded"
+
+
+@pytest.mark.slow
+def test_profile_compile(prepared: Path) -> None:
+    assert_timings(profile(prepared, "compile", warmup=1, iters=2), "compile", 2)
