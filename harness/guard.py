@@ -36,6 +36,7 @@ _import_stdlib_profile()
 import torch
 from torch.utils._python_dispatch import (
     TorchDispatchMode,
+    _get_current_dispatch_mode,
     _get_current_dispatch_mode_stack,
     _pop_mode,
 )
@@ -104,13 +105,13 @@ class DispatchGuard(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
     def __exit__(self, exc_type, exc_value, exc_tb) -> None:
-        stack = _get_current_dispatch_mode_stack()
-        if stack and stack[-1] is self:
+        if _get_current_dispatch_mode() is self:
             super().__exit__(exc_type, exc_value, exc_tb)
             return
         self._violate("guard_tampered",
                       "the dispatch guard was no longer the active mode when ModelNew.forward "
                       "returned")
+        stack = _get_current_dispatch_mode_stack()
         if self in stack:  # covered by modes the candidate pushed: drop them, then this one
             for _ in range(len(stack) - 1 - stack.index(self)):
                 _pop_mode()

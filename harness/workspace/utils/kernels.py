@@ -101,10 +101,16 @@ class KernelLibrary:
         raise RuntimeError(f"kernel function {name} returned error code {code}{text}")
 
 
+# The raw handle without building a torch.cuda.Stream: a tenth of the cost per call.
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream_handle(device: torch.device | None) -> int:
-    if device is not None and device.type == "cuda":
-        return torch.cuda.current_stream(device).cuda_stream
-    return 0
+    if device is None or device.type != "cuda":
+        return 0
+    if _current_raw_stream is not None:
+        return _current_raw_stream(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 @functools.cache
