@@ -24,6 +24,7 @@ struct Evaluator::Run {
   unsigned long long init_seed = 0;  // weights; the candidate builds ModelNew with it
   nlohmann::json prepared;   // prepare.py's report
   int processes = 0;         // numbers log files
+  nlohmann::json timings = nlohmann::json::array();  // one entry per harness process
 };
 
 namespace {
@@ -165,6 +166,8 @@ Status Evaluator::run_harness(Run& run, const std::string& script,
   spec.stdout_path = logs / (stem + ".out");
   spec.stderr_path = logs / (stem + ".err");
   *process = runner_->run(spec);
+  run.timings.push_back({{"script", script}, {"wall_s", process->wall_s},
+                         {"peak_rss_mb", process->peak_rss_mb}});
   if (!process->started || process->exit_code == 127) {
     return Status::NotFound("cannot run " + options_.python + " for the harness (" +
                             process->describe() + "); install Python 3 with torch, or pass --python");
@@ -423,6 +426,7 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
       if (!rs.ok()) return rs;
     }
     if (options_.keep_run_dir) r->sandbox["run_dir"] = run.dir.path().string();
+    r->sandbox["processes"] = run.timings;
     return store_->add_evaluation(r->to_json(), &r->id);
   };
   if (!r->passed()) return finish();

@@ -1,0 +1,65 @@
+"""Shared by the benchmark scripts: finding the binary, making candidate variants, running eval."""
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "scale_bias_relu"
+TASK = EXAMPLE / "scale_bias_relu.py"
+
+
+def binary() -> str:
+    return os.environ.get("CUDA_AGENT_BIN", str(ROOT / "build" / "cuda-agent"))
+
+
+def results_dir() -> Path:
+    """$OUT on the device machine, else bench/results."""
+    out = Path(os.environ.get("OUT") or ROOT / "bench" / "results")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def variant(device: str, dst: Path, edits: list[tuple[str, str, str]]) -> Path:
+    """A copy of the example's candidate for device with edits applied: (file, old, new), where
+    file is relative to the candidate folder. Each old text must be present."""
+    shutil.copytree(EXAMPLE / device, dst)
+    for file, old, new in edits:
+        path = dst / file
+        text = path.read_text()
+        if old not in text:
+            raise ValueError(f"{old!r} is not in {path}")
+        path.write_text(text.replace(old, new))
+    return dst
+
+
+def run_eval(store: Path, cache: Path, candidate: Path, device: str, *extra: str,
+             task: Path = TASK) -> tuple[dict, float]:
+    """Evaluates candidate; returns the JSON record and the command's wall time in seconds."""
+    command = [binary(), "--store", str(store), "eval", "--device", device, "--json",
+               "--cache-dir", str(cache), "--task", str(task),
+               "--candidate", str(candidate / "model_new.py"),
+               "--kernels", str(candidate / "kernels"), *extra]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr}")
+    return json.loads(done.stdout), wall
+
+
+def write_json(name: str, payload: dict) -> Path:
+    path = results_dir() / name
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    return path
+
+
+def print_table(headers: list[str], rows: list[list]) -> None:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
