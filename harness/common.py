@@ -50,7 +50,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def make_parser(description: str) -> argparse.ArgumentParser:
-    """A parser with the options every script takes (--device, --report); errors raise UsageError."""
+    """A parser with the options every script takes (--device, --report); its errors raise
+    UsageError, so they end up in the report."""
     parser = _Parser(description=description)
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     parser.add_argument("--report", required=True, help="where the JSON report is written")
@@ -280,7 +281,9 @@ def output_list(output: Any) -> list:
 
 def type_name(value: Any) -> str:
     cls = type(value)
-    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def describe(value: Any) -> dict[str, Any]:

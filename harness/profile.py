@@ -110,7 +110,8 @@ def main(args: Any, report: dict) -> None:
     report.update(impl=args.impl, iters=args.iters, warmup=args.warmup, torch=torch.__version__,
                   device_name=common.device_name(args.device))
     init = common.load_bundle(args.init)
-    input_sets = [common.to_device(inputs, args.device) for inputs in common.load_bundle(args.inputs)]
+    input_sets = [common.to_device(inputs, args.device)
+                  for inputs in common.load_bundle(args.inputs)]
     forward = build_forward(args, init, report)
     times = time_calls(forward, input_sets, args)
     ordered = sorted(times)

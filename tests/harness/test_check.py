@@ -1,11 +1,13 @@
 """check.py's comparison rules, called in-process."""
 
+import json
 import math
 
 import pytest
 import torch
 
 import check
+import common
 
 ATOL = RTOL = 1e-2
 
@@ -116,9 +118,6 @@ def test_changed_input_is_detected() -> None:
 
 
 def test_report_is_strict_json(tmp_path) -> None:
-    import json
-
-    import common
     path = tmp_path / "report.json"
     common.write_report(str(path), {"ok": True, "max_abs_diff": math.inf, "got": math.nan})
     report = json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(name))

@@ -114,7 +114,8 @@ def check(root: Path, name: str) -> dict:
 
 def profile(root: Path, impl: str, warmup: int, iters: int) -> dict:
     return run("profile.py", "--impl", impl, "--task", root / "task.py",
-               "--workspace", workspace(root, f"profile_{impl}"), "--kernel-lib", root / "libright.so",
+               "--workspace", workspace(root, f"profile_{impl}"),
+               "--kernel-lib", root / "libright.so",
                "--init", root / "init.pt", "--inputs", root / "profile_inputs.pt",
                "--init-seed", INIT_SEED, "--device", "cpu", "--warmup", warmup, "--iters", iters,
                "--flush-mb", 1, "--report", root / f"profile_{impl}.json")

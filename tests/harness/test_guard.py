@@ -124,4 +124,5 @@ def test_a_guard_can_be_entered_again_and_keeps_its_records() -> None:
             with pytest.raises(GuardViolation):
                 X * 2
     assert guard.library_ops == ["aten::mm"]
-    assert [v["detail"] for v in guard.violations] == ["aten::mul.Tensor called during ModelNew.forward"]
+    assert [v["detail"] for v in guard.violations] == [
+        "aten::mul.Tensor called during ModelNew.forward"]
