@@ -82,9 +82,14 @@ def _classify(func: torch._ops.OpOverload) -> tuple[str, str]:
 
 
 class DispatchGuard(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Otherwise torch wraps __torch_dispatch__ in dynamo.disable, whose first call imports
+        # torch._dynamo: seconds per process. Nothing is ever compiled inside the guard.
+        return False
+
     def __init__(self) -> None:
         super().__init__()
-        import torch._dynamo  # noqa: F401  the mode's first dispatch would import it, mid-forward
         self.violations: list[dict[str, str]] = []
         self.library_ops: list[str] = []
 
