@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
 int run(int argc, char** argv) {
   CLI::App app{"cuda-agent: turn PyTorch modules into faster, verified CUDA kernels"};
   app.require_subcommand(1);
+  app.fallthrough();  // --store may also follow the subcommand
   std::string store_path;
   app.add_option("--store", store_path,
                  "run store (SQLite); default $CUDA_AGENT_STORE or ~/.cache/cuda-agent/store.sqlite");

@@ -117,7 +117,7 @@ nlohmann::json CompileReport::to_json() const {
   return {{"ok", ok},           {"cached", cached},           {"seconds", seconds},
           {"objects_built", objects_built},  {"objects_cached", objects_cached},
           {"library", library.string()},     {"sources", sources},
-          {"ignored", ignored}, {"error", error},             {"log", log}};
+          {"ignored", ignored}, {"error", error},  {"first_error", first_error},             {"log", log}};
 }
 
 Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& options,
@@ -240,6 +240,7 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
       report->error = "compiling " + jobs[i].label + " failed" +
                       (results[i].failure.empty() ? "" : ": the compiler " + results[i].failure);
       report->log = trim_compiler_log(log);
+      report->first_error = first_compiler_error(log);
       return finish();
     }
     fs::rename(jobs[i].output, objects_dir / jobs[i].output.filename(), ec);
@@ -260,6 +261,7 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
     report->error = "linking the kernel library failed" +
                     (linked.failure.empty() ? "" : ": the linker " + linked.failure);
     report->log = trim_compiler_log(log);
+    report->first_error = first_compiler_error(log);
     return finish();
   }
   fs::create_directories(library.parent_path(), ec);

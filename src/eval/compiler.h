@@ -39,6 +39,7 @@ struct CompileReport {
   std::vector<std::string> sources;           // relative to kernels/
   std::vector<std::string> ignored;           // sources not built for this device
   std::string error;                          // one sentence when !ok
+  std::string first_error;                    // the compiler's first diagnostic line, if any
   std::string log;                            // trimmed diagnostics, first error on top
 
   nlohmann::json to_json() const;

@@ -84,6 +84,8 @@ TEST_F(CompilerTest, ACompileErrorIsReportedWithTheFirstErrorOnTop) {
   EXPECT_NE(report.error.find("compiling bad.cpp failed"), std::string::npos) << report.error;
   EXPECT_EQ(report.log.rfind("first error:\n", 0), 0u) << report.log;
   EXPECT_NE(report.log.find("undeclared_name"), std::string::npos);
+  EXPECT_NE(report.first_error.find("bad.cpp:1"), std::string::npos) << report.first_error;
+  EXPECT_NE(report.first_error.find("undeclared_name"), std::string::npos);
 }
 
 TEST_F(CompilerTest, NoSourceForTheDeviceIsAClearError) {

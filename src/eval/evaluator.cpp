@@ -448,7 +448,7 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   if (!compiled.ok) {
     r->outcome = Outcome::kCompileError;
     r->reason = compiled.error;
-    std::string first = first_compiler_error(compiled.log);
+    const std::string& first = compiled.first_error;
     if (!first.empty()) r->reason += ": " + first.substr(0, first.find('\n'));
     r->compile.status = "failed";
     r->compile.detail = r->reason;

@@ -1,0 +1,160 @@
+"""What a user of `cuda-agent eval` relies on, on the CPU device: a correct candidate is rewarded,
+and every way a candidate can fail gives -1 with a reason a person can act on."""
+import json
+import stat
+import subprocess
+from pathlib import Path
+
+from conftest import EXAMPLE
+
+
+def test_correct_candidate_is_rewarded_with_plausible_speedups(agent, task, candidate):
+    code, r = agent.eval(task, candidate.path)
+    assert code == 0, r
+    assert r["outcome"] == "pass" and r["compiled"] and r["correct"]
+    assert r["violations"] == []
+    assert r["reward"] >= 1
+    # Times are physical: positive, and within a factor of 100 of each other for a fused
+    # elementwise kernel against eager.
+    for key in ("eager_us", "compile_us", "candidate_us"):
+        assert r[key] > 0, key
+    assert 0.01 < r["speedups"]["vs_eager"] < 100
+    assert r["speedups"]["vs_eager"] == r["eager_us"] / r["candidate_us"]
+    assert r["stages"]["verify"]["status"] == "ok"
+    assert r["stages"]["profile"]["data"]["candidate"]["iters"] > 0
+    assert r["id"] > 0
+
+
+def test_second_evaluation_reuses_the_build_and_the_baselines(agent, task, candidate):
+    agent.eval(task, candidate.path)
+    code, r = agent.eval(task, candidate.path)
+    assert code == 0, r
+    assert r["stages"]["compile"]["status"] == "cached"
+    assert r["stages"]["profile"]["data"]["eager"]["cached"] is True
+    assert r["stages"]["profile"]["data"]["compile"]["cached"] is True
+
+
+def test_wrong_result_reports_the_first_mismatch(agent, task, candidate):
+    # Forget the bias: every output where x * scale + bias > 0 differs.
+    candidate.edit(candidate.kernel, "xr[c] * scale + bias[c]", "xr[c] * scale")
+    code, r = agent.eval(task, candidate.path, "--stage", "verify")
+    assert code == 1
+    assert r["outcome"] == "mismatch" and r["reward"] == -1
+    mismatch = r["stages"]["verify"]["data"]["check"]["mismatch"]
+    assert mismatch["kind"] == "value"
+    assert len(mismatch["index"]) == 2
+    assert abs(mismatch["expected"] - mismatch["got"]) > 1e-2
+    assert f"at {mismatch['index']}" in r["reason"]
+    assert str(mismatch["expected"]) in r["reason"] and str(mismatch["got"]) in r["reason"]
+
+
+def test_torch_compute_in_forward_is_a_violation(agent, task, candidate):
+    candidate.edit(candidate.model_new, "        scale_bias_relu(x, self.bias, y, rows, cols, self.scale)\n",
+                   "        y = torch.relu(x * self.scale + self.bias)\n")
+    code, r = agent.eval(task, candidate.path, "--stage", "verify")
+    assert code == 1
+    assert r["outcome"] == "violation" and r["reward"] == -1
+    rules = {v["rule"] for v in r["violations"]}
+    assert "torch_compute_op" in rules
+    assert any("aten::mul" in v["detail"] for v in r["violations"]), r["violations"]
+
+
+def test_compile_error_names_the_file_and_the_error(agent, task, candidate):
+    candidate.edit(candidate.kernel, "yr[c] = v > 0.0f ? v : 0.0f;", "yr[c] = v > 0.0f ? v : zero;")
+    code, r = agent.eval(task, candidate.path)
+    assert code == 1
+    assert r["outcome"] == "compile_error" and r["reward"] == -1 and not r["compiled"]
+    assert "scale_bias_relu.cpp" in r["reason"] and "zero" in r["reason"]
+    assert r["stages"]["compile"]["log"].startswith("first error:")
+    assert r["stages"]["verify"]["status"] == "skipped"
+
+
+def test_segfault_is_a_crash_with_the_signal(agent, task, candidate):
+    candidate.edit(candidate.kernel, "  return 0;\n}", "  *(volatile float*)nullptr = 1.0f;\n  return 0;\n}")
+    code, r = agent.eval(task, candidate.path, "--stage", "verify")
+    assert code == 1
+    assert r["outcome"] == "crash" and r["reward"] == -1
+    assert "signal 11" in r["reason"]
+
+
+def test_hang_times_out_and_the_next_evaluation_passes(agent, task, candidate, tmp_path):
+    candidate.edit(candidate.kernel, "  return 0;\n}", "  for (volatile int spin = 1; spin;) {}\n  return 0;\n}")
+    code, r = agent.eval(task, candidate.path, "--stage", "verify", "--verify-timeout", "20")
+    assert code == 1
+    assert r["outcome"] == "timeout" and r["reward"] == -1
+    assert "timed out after" in r["reason"]
+    assert r["stages"]["verify"]["seconds"] < 60
+
+    healthy = type(candidate)(tmp_path / "healthy")
+    code, r = agent.eval(task, healthy.path, "--stage", "verify")
+    assert code == 0, r
+    assert r["correct"]
+
+
+def test_modifying_an_input_is_a_violation(agent, task, candidate):
+    candidate.edit(candidate.kernel, "const float* x,", "float* x,")
+    candidate.edit(candidate.kernel, "const float* xr = x + r * cols;", "float* xr = x + r * cols;")
+    candidate.edit(candidate.kernel, "yr[c] = v > 0.0f ? v : 0.0f;", "yr[c] = v > 0.0f ? v : 0.0f;\n      xr[c] = 0.0f;")
+    code, r = agent.eval(task, candidate.path, "--stage", "verify")
+    assert code == 1
+    assert r["outcome"] == "violation"
+    assert [v["rule"] for v in r["violations"]] == ["inputs_modified"]
+
+
+def test_malformed_task_is_an_error_naming_the_file_and_what_is_missing(agent, candidate, tmp_path):
+    broken = tmp_path / "broken_task.py"
+    broken.write_text((EXAMPLE / "scale_bias_relu.py").read_text().replace("def get_inputs", "def make_inputs"))
+    code, r = agent.eval(broken, candidate.path)
+    assert code == 2
+    assert str(broken) in r["_stderr"] and "get_inputs()" in r["_stderr"]
+
+
+def test_task_that_fails_at_run_time_is_an_error_not_a_candidate_failure(agent, candidate, tmp_path):
+    broken = tmp_path / "raises_task.py"
+    broken.write_text((EXAMPLE / "scale_bias_relu.py").read_text().replace(
+        "return [torch.randn(rows, features)]", "raise ValueError('no inputs today')"))
+    code, r = agent.eval(broken, candidate.path, "--stage", "verify")
+    assert code == 2
+    assert "does not run" in r["_stderr"] and "no inputs today" in r["_stderr"]
+
+
+def test_workspace_flow_and_tampered_infrastructure(agent, task, tmp_path):
+    ws = tmp_path / "ws"
+    init = agent.run("init", str(task), str(ws), "--device", "cpu")
+    assert init.returncode == 0, init.stderr
+    for f in ("SKILL.md", "model.py", "model_new.py", "utils/kernels.py", "utils/compile.py"):
+        assert (ws / f).is_file(), f
+    assert not (ws / "utils" / "kernels.py").stat().st_mode & stat.S_IWUSR
+
+    # The untouched template is evaluated and fails with a reason, not a crash of the tool.
+    result = agent.run("eval", str(ws), "--device", "cpu", "--stage", "compile", "--cache-dir", str(agent.cache))
+    assert result.returncode == 1
+    assert "no .cpp source" in result.stdout
+
+    # Put the example candidate in, evaluate through the workspace's own entry point.
+    (ws / "model_new.py").write_text((EXAMPLE / "cpu" / "model_new.py").read_text())
+    (ws / "kernels" / "k.cpp").write_text((EXAMPLE / "cpu" / "kernels" / "scale_bias_relu.cpp").read_text())
+    verify = subprocess.run(["python3", "utils/verify.py"], cwd=ws, capture_output=True, text=True,
+                            timeout=600)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "PASS" in verify.stdout
+
+    # Now tamper with the read-only binding: the evaluation is a violation before anything runs.
+    binding = ws / "utils" / "kernels.py"
+    binding.chmod(0o644)
+    binding.write_text(binding.read_text() + "\n# harmless-looking change\n")
+    result = agent.run("eval", str(ws), "--device", "cpu", "--json")
+    assert result.returncode == 1
+    r = json.loads(result.stdout)
+    assert r["outcome"] == "violation" and r["reward"] == -1
+    assert r["violations"][0]["rule"] == "infrastructure_modified"
+    assert "utils/kernels.py" in r["reason"]
+
+
+def test_show_prints_a_stored_evaluation(agent, task, candidate):
+    code, r = agent.eval(task, candidate.path, "--stage", "verify")
+    assert code == 0
+    shown = agent.run("show", str(r["id"]))
+    assert shown.returncode == 0
+    assert "PASS  scale_bias_relu on cpu" in shown.stdout
+    assert "outputs match on 5 input sets" in shown.stdout
