@@ -22,6 +22,17 @@ def results_dir() -> Path:
     return out
 
 
+def scaled_task(folder: Path, rows: int) -> Path:
+    """A copy of the example task with another row count (the feature count, and so the
+    kernels' vector path, unchanged)."""
+    source = TASK.read_text()
+    if "rows = 4096" not in source:
+        raise ValueError(f"{TASK} no longer sets rows = 4096")
+    path = folder / TASK.name
+    path.write_text(source.replace("rows = 4096", f"rows = {rows}"))
+    return path
+
+
 def variant(device: str, dst: Path, edits: list[tuple[str, str, str]]) -> Path:
     """A copy of the example's candidate for device with edits applied: (file, old, new), where
     file is relative to the candidate folder. Each old text must be present."""

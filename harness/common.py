@@ -8,6 +8,7 @@ import math
 import os
 import platform
 import sys
+import time
 import traceback
 import types
 from pathlib import Path
@@ -55,7 +56,24 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     parser = _Parser(description=description)
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     parser.add_argument("--report", required=True, help="where the JSON report is written")
+    parser.add_argument("--wait-for", help="start up, then wait until this file exists: 'go' "
+                        "proceeds, anything else ends the script with error_kind 'aborted'")
     return parser
+
+
+RELEASE_POLL_S = 0.005
+
+
+def wait_for_release(gate: str) -> None:
+    """Blocks until the evaluator writes the gate file. The script has imported torch and set up
+    the device by then, so that start-up overlaps the step before it; nothing of the task's or
+    the candidate's has been loaded yet."""
+    while not os.path.exists(gate):
+        time.sleep(RELEASE_POLL_S)
+    with open(gate) as f:
+        word = f.read().strip()
+    if word != "go":
+        raise Failure(f"the evaluator ended this step before it began ({word})", kind="aborted")
 
 
 def _report_path(argv: list[str]) -> str | None:
@@ -83,6 +101,10 @@ def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None
         torch.set_grad_enabled(False)  # the harness only ever runs forward
         if args.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda was asked for but torch sees no CUDA device")
+        if args.wait_for:
+            if args.device == "cuda":
+                torch.empty(1, device="cuda")  # create the context while waiting
+            wait_for_release(args.wait_for)
         main(args, report)
         report["ok"] = True
     except BaseException as error:  # candidate code can raise anything, SystemExit included

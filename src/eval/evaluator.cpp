@@ -1,6 +1,7 @@
 #include "eval/evaluator.h"
 
 #include <chrono>
+#include <future>
 #include <random>
 
 #include "eval/reward.h"
@@ -142,115 +143,178 @@ void Evaluator::progress(const std::string& line) const {
   if (progress_) progress_(line);
 }
 
-Status Evaluator::run_harness(Run& run, const std::string& script,
-                              const std::vector<std::string>& args, double timeout_s,
-                              bool candidate, nlohmann::json* report, ProcessResult* process,
-                              std::string* stderr_text) {
+struct Evaluator::Call {
+  std::string script;
+  ProcessSpec spec;
+  fs::path report_path;
+  fs::path gate;  // empty: starts at once; else waits for a release written here
+};
+
+struct Evaluator::HarnessResult {
+  ProcessResult process;
+  nlohmann::json report;  // null when the process wrote none
+  std::string output;     // stdout and stderr
+};
+
+/// A gated harness process running in the background. Whatever path the evaluation takes, it is
+/// released (with "go" or an abort) and waited for before this object goes away.
+class Evaluator::Pending {
+ public:
+  Pending(const Evaluator* evaluator, Call call) : call_(std::move(call)) {
+    future_ = std::async(std::launch::async, [evaluator, c = call_] { return evaluator->execute(c); });
+  }
+  ~Pending() {
+    if (!released_) abort();
+    if (future_.valid()) future_.wait();
+  }
+  /// Lets the process proceed and waits for it to end.
+  HarnessResult go() {
+    release(true);
+    return future_.get();
+  }
+  /// Calls the step off: the process is told so, and killed if it is still starting up.
+  void abort() {
+    release(false);
+    call_.spec.cancel->store(true);
+  }
+  const Call& call() const { return call_; }
+
+ private:
+  void release(bool go) {
+    if (released_) return;
+    released_ = true;
+    call_.spec.released_at_ns->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         Clock::now().time_since_epoch())
+                                         .count());
+    write_file_atomic(call_.gate, go ? "go" : "abort");
+  }
+  Call call_;
+  std::future<HarnessResult> future_;
+  bool released_ = false;
+};
+
+Evaluator::Call Evaluator::make_call(Run& run, const std::string& script,
+                                     const std::vector<std::string>& args, double timeout_s,
+                                     bool candidate, bool gated) const {
   int n = ++run.processes;
   fs::path logs = run.dir.path() / "logs";
   fs::create_directories(logs);
   std::string stem = std::to_string(n) + "-" + script.substr(0, script.find('.'));
-  fs::path report_path = run.dir.path() / (stem + ".report.json");
-  ProcessSpec spec;
+  Call call;
+  call.script = script;
+  call.report_path = run.dir.path() / (stem + ".report.json");
+  ProcessSpec& spec = call.spec;
   // -E -s: no PYTHON* variables, no user site. pycache_prefix: bytecode never comes from (or goes
   // to) a __pycache__ folder the candidate could have planted.
   spec.argv = {options_.python, "-E", "-s", "-X",
                "pycache_prefix=" + (run.dir.path() / "pycache").string(),
                (options_.harness_dir / script).string()};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.argv.insert(spec.argv.end(), {"--report", report_path.string()});
+  spec.argv.insert(spec.argv.end(), {"--report", call.report_path.string()});
+  if (gated) {
+    call.gate = run.dir.path() / (stem + ".gate");
+    spec.argv.insert(spec.argv.end(), {"--wait-for", call.gate.string()});
+    spec.released_at_ns = std::make_shared<std::atomic<long long>>(0);
+    spec.cancel = std::make_shared<std::atomic<bool>>(false);
+    // Before its release a gated process waits for the trusted steps, torch.compile included.
+    spec.wait_timeout_s = 3 * options_.trusted_timeout_s + options_.verify_timeout_s;
+  }
   spec.cwd = candidate ? run.workspace : run.dir.path();
   if (candidate) spec.env["CUDA_AGENT_KERNEL_LIB"] = run.library.string();
   spec.timeout_s = timeout_s;
   spec.memory_limit_mb = options_.memory_limit_mb;
   spec.stdout_path = logs / (stem + ".out");
   spec.stderr_path = logs / (stem + ".err");
-  *process = runner_->run(spec);
-  run.timings.push_back({{"script", script}, {"wall_s", process->wall_s},
-                         {"peak_rss_mb", process->peak_rss_mb}});
-  if (!process->started || process->exit_code == 127) {
-    return Status::NotFound("cannot run " + options_.python + " for the harness (" +
-                            process->describe() + "); install Python 3 with torch, or pass --python");
-  }
+  return call;
+}
+
+Evaluator::HarnessResult Evaluator::execute(const Call& call) const {
+  HarnessResult result;
+  result.process = runner_->run(call.spec);
   std::string out, err;
-  read_file(spec.stdout_path, &out);
-  read_file(spec.stderr_path, &err);
-  *stderr_text = out.empty() ? err : out + "\n" + err;
-  *report = nullptr;
+  read_file(call.spec.stdout_path, &out);
+  read_file(call.spec.stderr_path, &err);
+  result.output = out.empty() ? err : out + "\n" + err;
   std::string text;
-  if (read_file(report_path, &text).ok()) {
+  if (read_file(call.report_path, &text).ok()) {
     nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
-    if (parsed.is_object()) *report = std::move(parsed);
+    if (parsed.is_object()) result.report = std::move(parsed);
+  }
+  return result;
+}
+
+Status Evaluator::record(Run& run, const Call& call, const HarnessResult& result) const {
+  const ProcessResult& p = result.process;
+  run.timings.push_back({{"script", call.script}, {"wall_s", p.wall_s},
+                         {"peak_rss_mb", p.peak_rss_mb}, {"gated", !call.gate.empty()}});
+  if (!p.started || p.exit_code == 127) {
+    return Status::NotFound("cannot run " + options_.python + " for the harness (" +
+                            p.describe() + "); install Python 3 with torch, or pass --python");
   }
   return Status::OK();
 }
 
+Status Evaluator::run_harness(Run& run, const std::string& script,
+                              const std::vector<std::string>& args, double timeout_s,
+                              bool candidate, HarnessResult* result) {
+  Call call = make_call(run, script, args, timeout_s, candidate, false);
+  *result = execute(call);
+  return record(run, call, *result);
+}
+
+std::unique_ptr<Evaluator::Pending> Evaluator::launch(Run& run, const std::string& script,
+                                                      const std::vector<std::string>& args,
+                                                      double timeout_s, bool candidate) {
+  return std::make_unique<Pending>(this, make_call(run, script, args, timeout_s, candidate, true));
+}
+
 Status Evaluator::prepare(Run& run, EvalResult* r) {
-  run.seed = draw_seed();
-  run.init_seed = draw_seed();
-  nlohmann::json report;
-  ProcessResult process;
-  std::string err;
+  HarnessResult h;
   Status s = run_harness(run, "prepare.py",
                          {"--task", run.task_file.string(), "--device", options_.device, "--seed",
                           std::to_string(run.seed), "--init-seed", std::to_string(run.init_seed),
                           "--verify-sets", std::to_string(options_.verify_sets), "--profile-sets",
                           std::to_string(options_.profile_sets), "--out", run.dir.path().string()},
-                         options_.trusted_timeout_s, false, &report, &process, &err);
+                         options_.trusted_timeout_s, false, &h);
   if (!s.ok()) return s;
-  if (process.interrupted) return Status::Internal("interrupted");
-  if (report.is_null() || !field(report, "ok", false)) {
-    std::string why = report.is_null() ? process.describe() + ": " + last_line(err)
-                                       : field(report, "error", "unknown error");
+  if (h.process.interrupted) return Status::Internal("interrupted");
+  if (h.report.is_null() || !field(h.report, "ok", false)) {
+    std::string why = h.report.is_null() ? h.process.describe() + ": " + last_line(h.output)
+                                         : field(h.report, "error", "unknown error");
     return Status::InvalidArgument("the task " + r->task_path + " does not run: " + why);
   }
-  run.prepared = report;
-  r->device_name = field(report, "device_name", "");
-  r->torch_version = field(report, "torch", "");
+  run.prepared = h.report;
+  r->device_name = field(h.report, "device_name", "");
+  r->torch_version = field(h.report, "torch", "");
   return Status::OK();
 }
 
-Status Evaluator::verify(Run& run, EvalResult* r) {
-  auto start = Clock::now();
+Status Evaluator::verify(Run& run, Pending& candidate, Pending& check, EvalResult* r) {
   progress("verify: running the candidate on " + std::to_string(options_.verify_sets) +
            " fresh input sets");
-  fs::path out = run.dir.path() / "candidate_out.pt";
-  nlohmann::json report;
-  ProcessResult process;
-  std::string err;
-  std::string init = (run.dir.path() / "init.pt").string();
-  std::string inputs = (run.dir.path() / "verify_inputs.pt").string();
-  Status s = run_harness(run, "run_candidate.py",
-                         {"--workspace", run.workspace.string(), "--kernel-lib",
-                          run.library.string(), "--init", init, "--inputs", inputs, "--init-seed",
-                          std::to_string(run.init_seed), "--device", options_.device, "--out",
-                          out.string()},
-                         options_.verify_timeout_s, true, &report, &process, &err);
+  HarnessResult h = candidate.go();
+  Status s = record(run, candidate.call(), h);
   if (!s.ok()) return s;
-  r->sandbox["network_isolated"] = process.network_isolated;
-  r->verify.data["candidate"] = report;
-  if (candidate_failed("verification", process, report, err, r, &r->verify)) {
-    r->verify.seconds = seconds_since(start);
+  r->sandbox["network_isolated"] = h.process.network_isolated;
+  r->verify.data["candidate"] = h.report;
+  if (candidate_failed("verification", h.process, h.report, h.output, r, &r->verify)) {
     return Status::OK();
   }
 
-  // The comparison runs in a trusted process that builds the reference itself.
-  s = run_harness(run, "check.py",
-                  {"--task", run.task_file.string(), "--init", init, "--inputs", inputs,
-                   "--candidate-out", out.string(), "--init-seed", std::to_string(run.init_seed),
-                   "--device", options_.device, "--atol", fixed(options_.atol, 8), "--rtol",
-                   fixed(options_.rtol, 8)},
-                  options_.trusted_timeout_s, false, &report, &process, &err);
+  // The comparison runs in a trusted process that builds the reference only now.
+  h = check.go();
+  s = record(run, check.call(), h);
   if (!s.ok()) return s;
-  r->verify.seconds = seconds_since(start);
+  const nlohmann::json& report = h.report;
   r->verify.data["check"] = report;
-  if (process.interrupted) {
+  if (h.process.interrupted) {
     r->outcome = Outcome::kInterrupted;
     r->reason = "interrupted during verification";
     return Status::OK();
   }
   if (report.is_null()) {
-    return Status::Internal("the trusted checker " + process.describe() + ": " + last_line(err));
+    return Status::Internal("the trusted checker " + h.process.describe() + ": " +
+                            last_line(h.output));
   }
   if (!field(report, "ok", false)) {
     std::string kind = field(report, "error_kind", "");
@@ -318,9 +382,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
   }
   progress("profile: timing " + std::string(impl == "compile" ? "torch.compile" : "eager") +
            " (measured once, then cached)");
-  nlohmann::json report;
-  ProcessResult process;
-  std::string err;
+  HarnessResult h;
   Status s = run_harness(run, "profile.py", {"--impl", impl, "--task", run.task_file.string(),
                                              "--init", (run.dir.path() / "init.pt").string(),
                                              "--inputs", (run.dir.path() / "profile_inputs.pt").string(),
@@ -329,11 +391,12 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
                                              "--warmup", std::to_string(options_.warmup),
                                              "--iters", std::to_string(options_.iters),
                                              "--flush-mb", fixed(options_.flush_mb, 1)},
-                         options_.trusted_timeout_s, false, &report, &process, &err);
+                         options_.trusted_timeout_s, false, &h);
   if (!s.ok()) return s;
-  if (process.interrupted) return Status::Internal("interrupted");
+  if (h.process.interrupted) return Status::Internal("interrupted");
+  nlohmann::json report = h.report;
   if (report.is_null()) {
-    report = {{"ok", false}, {"error", process.describe() + ": " + last_line(err)}};
+    report = {{"ok", false}, {"error", h.process.describe() + ": " + last_line(h.output)}};
   }
   report["settings"] = settings;
   *data = report;
@@ -343,7 +406,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
   return store_->put_baseline(key, report);
 }
 
-Status Evaluator::profile(Run& run, EvalResult* r) {
+Status Evaluator::profile(Run& run, Pending& timing, EvalResult* r) {
   auto start = Clock::now();
   nlohmann::json eager, compiled;
   Status s = baseline(run, "eager", &r->eager_us, &eager);
@@ -358,22 +421,13 @@ Status Evaluator::profile(Run& run, EvalResult* r) {
   r->profile.data["compile"] = compiled;
 
   progress("profile: timing the candidate (" + std::to_string(options_.iters) + " iterations)");
-  nlohmann::json report;
-  ProcessResult process;
-  std::string err;
-  s = run_harness(run, "profile.py",
-                  {"--impl", "candidate", "--task", run.task_file.string(), "--workspace",
-                   run.workspace.string(), "--kernel-lib", run.library.string(), "--init",
-                   (run.dir.path() / "init.pt").string(), "--inputs",
-                   (run.dir.path() / "profile_inputs.pt").string(), "--init-seed",
-                   std::to_string(run.init_seed), "--device", options_.device, "--warmup",
-                   std::to_string(options_.warmup), "--iters", std::to_string(options_.iters),
-                   "--flush-mb", fixed(options_.flush_mb, 1)},
-                  options_.profile_timeout_s, true, &report, &process, &err);
+  HarnessResult h = timing.go();
+  s = record(run, timing.call(), h);
   if (!s.ok()) return s;
+  const nlohmann::json& report = h.report;
   r->profile.data["candidate"] = report;
   r->profile.seconds = seconds_since(start);
-  if (candidate_failed("profiling", process, report, err, r, &r->profile)) return Status::OK();
+  if (candidate_failed("profiling", h.process, report, h.output, r, &r->profile)) return Status::OK();
   double median = field(report, "median_us", 0.0);
   if (!(median > 0)) {
     r->outcome = Outcome::kRuntimeError;
@@ -466,11 +520,41 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     return finish();
   }
 
+  // The later steps' processes start now and wait: their start-up overlaps prepare's.
+  run.seed = draw_seed();
+  run.init_seed = draw_seed();
+  const std::string init = (run.dir.path() / "init.pt").string();
+  const std::string verify_inputs = (run.dir.path() / "verify_inputs.pt").string();
+  const std::string out = (run.dir.path() / "candidate_out.pt").string();
+  const std::string seed = std::to_string(run.init_seed);
+  auto candidate = launch(run, "run_candidate.py",
+                          {"--workspace", run.workspace.string(), "--kernel-lib",
+                           run.library.string(), "--init", init, "--inputs", verify_inputs,
+                           "--init-seed", seed, "--device", options_.device, "--out", out},
+                          options_.verify_timeout_s, true);
+  auto check = launch(run, "check.py",
+                      {"--task", run.task_file.string(), "--init", init, "--inputs",
+                       verify_inputs, "--candidate-out", out, "--init-seed", seed, "--device",
+                       options_.device, "--atol", fixed(options_.atol, 8), "--rtol",
+                       fixed(options_.rtol, 8)},
+                      options_.trusted_timeout_s, false);
+  std::unique_ptr<Pending> timing;
+  if (options_.stage != "verify") {
+    timing = launch(run, "profile.py",
+                    {"--impl", "candidate", "--task", run.task_file.string(), "--workspace",
+                     run.workspace.string(), "--kernel-lib", run.library.string(), "--init", init,
+                     "--inputs", (run.dir.path() / "profile_inputs.pt").string(), "--init-seed",
+                     seed, "--device", options_.device, "--warmup",
+                     std::to_string(options_.warmup), "--iters", std::to_string(options_.iters),
+                     "--flush-mb", fixed(options_.flush_mb, 1)},
+                    options_.profile_timeout_s, true);
+  }
+
   auto prepare_start = Clock::now();
   progress("verify: drawing inputs and weights from a fresh secret seed");
   s = prepare(run, r);
   if (!s.ok()) return s;
-  s = verify(run, r);
+  s = verify(run, *candidate, *check, r);
   if (!s.ok()) return s;
   r->verify.seconds = seconds_since(prepare_start);
   progress("verify: " + r->verify.status + " (" + fixed(r->verify.seconds, 2) + " s)");
@@ -479,7 +563,7 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     return finish();
   }
 
-  s = profile(run, r);
+  s = profile(run, *timing, r);
   if (!s.ok()) return s;
   progress("profile: " + r->profile.status + " (" + fixed(r->profile.seconds, 2) + " s)");
   if (r->passed()) {

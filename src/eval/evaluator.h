@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "eval/compiler.h"
@@ -53,12 +54,24 @@ class Evaluator {
 
  private:
   struct Run;
+  struct Call;
+  struct HarnessResult;
+  class Pending;
+
+  /// A harness process: how to start it (gated ones wait for a release, see PROTOCOL.md).
+  Call make_call(Run& run, const std::string& script, const std::vector<std::string>& args,
+                 double timeout_s, bool candidate, bool gated) const;
+  HarnessResult execute(const Call& call) const;
+  Status record(Run& run, const Call& call, const HarnessResult& result) const;
   Status run_harness(Run& run, const std::string& script, const std::vector<std::string>& args,
-                     double timeout_s, bool candidate, nlohmann::json* report,
-                     ProcessResult* process, std::string* stderr_text);
+                     double timeout_s, bool candidate, HarnessResult* result);
+  std::unique_ptr<Pending> launch(Run& run, const std::string& script,
+                                  const std::vector<std::string>& args, double timeout_s,
+                                  bool candidate);
+
   Status prepare(Run& run, EvalResult* result);
-  Status verify(Run& run, EvalResult* result);
-  Status profile(Run& run, EvalResult* result);
+  Status verify(Run& run, Pending& candidate, Pending& check, EvalResult* result);
+  Status profile(Run& run, Pending& timing, EvalResult* result);
   Status baseline(Run& run, const std::string& impl, std::optional<double>* median_us,
                   nlohmann::json* data);
   void progress(const std::string& line) const;

@@ -108,8 +108,9 @@ std::string ProcessResult::describe() const {
   char buffer[160];
   if (!started) return "could not start: " + error;
   if (interrupted) return "interrupted";
+  if (cancelled) return "cancelled";
   if (timed_out) {
-    std::snprintf(buffer, sizeof buffer, "timed out after %.1f s and was killed", wall_s);
+    std::snprintf(buffer, sizeof buffer, "timed out after %.1f s and was killed", limit_s);
     return buffer;
   }
   if (memory_exceeded) {
@@ -171,7 +172,17 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
   result.started = true;
   result.network_isolated = isolate;
 
-  auto deadline = start + std::chrono::duration<double>(spec.timeout_s);
+  auto limit = [](double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  // The deadline, and the limit it enforces, as of now (a gated process's moves at its release).
+  auto deadline = [&]() -> std::pair<Clock::time_point, double> {
+    if (!spec.released_at_ns) return {start + limit(spec.timeout_s), spec.timeout_s};
+    long long released = spec.released_at_ns->load();
+    if (released == 0) return {start + limit(spec.wait_timeout_s), spec.wait_timeout_s};
+    return {Clock::time_point(std::chrono::nanoseconds(released)) + limit(spec.timeout_s),
+            spec.timeout_s};
+  };
   auto next_sample = start;
   int status = 0;
   bool killed = false;
@@ -186,9 +197,13 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
         if (spec.memory_limit_mb > 0 && rss > spec.memory_limit_mb) result.memory_exceeded = true;
         next_sample = now + std::chrono::milliseconds(200);
       }
-      if (now >= deadline) result.timed_out = true;
+      if (auto [at, seconds] = deadline(); now >= at) {
+        result.timed_out = true;
+        result.limit_s = seconds;
+      }
       if (g_interrupt.load()) result.interrupted = true;
-      if (result.timed_out || result.memory_exceeded || result.interrupted) {
+      if (spec.cancel && spec.cancel->load()) result.cancelled = true;
+      if (result.timed_out || result.memory_exceeded || result.interrupted || result.cancelled) {
         kill(-pid, SIGKILL);
         killed = true;
       }

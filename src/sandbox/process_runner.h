@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,13 @@ struct ProcessSpec {
   bool isolate_network = true;
   std::filesystem::path stdout_path;          // empty: discarded
   std::filesystem::path stderr_path;          // empty: discarded
+  /// A process started early, to load its libraries while the step before it runs, waits for a
+  /// release (the harness's --wait-for). Until released_at_ns holds the steady-clock time of the
+  /// release, wait_timeout_s bounds it; from the release on, timeout_s does.
+  std::shared_ptr<std::atomic<long long>> released_at_ns;
+  double wait_timeout_s = 0;
+  /// Set to true to kill the process group at once (a step that is no longer needed).
+  std::shared_ptr<std::atomic<bool>> cancel;
 };
 
 struct ProcessResult {
@@ -33,8 +41,10 @@ struct ProcessResult {
   bool timed_out = false;
   bool memory_exceeded = false;
   bool interrupted = false;   // the user interrupted cuda-agent while it ran
+  bool cancelled = false;     // killed through ProcessSpec::cancel
   bool network_isolated = false;
   double wall_s = 0;
+  double limit_s = 0;         // the time limit that was exceeded, when timed_out
   long long peak_rss_mb = 0;
   std::string error;          // why it could not start
 

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "util/files.h"
 
@@ -55,6 +56,51 @@ TEST_F(ProcessRunnerTest, KillsTheWholeGroupAtTheDeadline) {
   EXPECT_LT(r.wall_s, 5.0);
   EXPECT_EQ(slurp(dir_.path() / "out"), "");
   EXPECT_NE(r.describe().find("timed out"), std::string::npos);
+}
+
+TEST_F(ProcessRunnerTest, AGatedProcessTimesOutFromItsReleaseNotItsStart) {
+  ProcessSpec spec = shell("sleep 30");
+  spec.timeout_s = 1.0;
+  spec.wait_timeout_s = 20;
+  spec.released_at_ns = std::make_shared<std::atomic<long long>>(0);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    spec.released_at_ns->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+  });
+  ProcessResult r = runner_.run(spec);
+  releaser.join();
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_GE(r.wall_s, 2.4);  // 1.5 s waiting, then its own 1 s
+  EXPECT_LT(r.wall_s, 10.0);
+  EXPECT_DOUBLE_EQ(r.limit_s, 1.0);
+}
+
+TEST_F(ProcessRunnerTest, AnUnreleasedProcessIsBoundedByItsWaitTimeout) {
+  ProcessSpec spec = shell("sleep 30");
+  spec.timeout_s = 60;
+  spec.wait_timeout_s = 0.5;
+  spec.released_at_ns = std::make_shared<std::atomic<long long>>(0);
+  ProcessResult r = runner_.run(spec);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(r.wall_s, 5.0);
+  EXPECT_DOUBLE_EQ(r.limit_s, 0.5);
+}
+
+TEST_F(ProcessRunnerTest, CancellingKillsAtOnce) {
+  ProcessSpec spec = shell("sleep 30");
+  spec.cancel = std::make_shared<std::atomic<bool>>(false);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    spec.cancel->store(true);
+  });
+  ProcessResult r = runner_.run(spec);
+  canceller.join();
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_LT(r.wall_s, 5.0);
+  EXPECT_EQ(r.describe(), "cancelled");
 }
 
 TEST_F(ProcessRunnerTest, KillsAChildOverItsMemoryLimit) {
