@@ -59,9 +59,10 @@ def main() -> None:
                      fmt(record["eager_us"], ".1f"), fmt(record["compile_us"], ".1f"),
                      fmt(record["candidate_us"], ".1f"), spread, fmt(speedups["vs_eager"], ".2f"),
                      fmt(speedups["vs_compile"], ".2f"), record["reward"], record["reason"][:70]])
-    path = write_json("eval_gpu.json", {"device_name": records[0]["result"]["device_name"],
-                                        "torch": records[0]["result"]["torch"],
-                                        "candidates": records})
+        # Written after every candidate, so a run cut short keeps what it measured.
+        path = write_json("eval_gpu.json", {"device_name": records[0]["result"]["device_name"],
+                                            "torch": records[0]["result"]["torch"],
+                                            "candidates": records})
     print(f"device: {records[0]['result']['device_name']}, torch {records[0]['result']['torch']}")
     print_table(["candidate", "outcome", "eval s", "compile s", "verify s", "profile s",
                  "eager us", "compile us", "cand. us", "p10-p90", "x eager", "x compile", "r",

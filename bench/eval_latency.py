@@ -90,6 +90,7 @@ def main() -> None:
         samples["compile_warm_stage_s"].append(record["stages"]["compile"]["seconds"])
         samples["compile_warm_wall_s"].append(wall)
 
+    processes: list[list[dict]] = []  # per whole evaluation: each harness process's phases
     # One whole evaluation fills the baseline cache; the timed ones after it reuse it.
     record, _ = run_eval(store, warm_cache, candidate, args.device)
     assert record["outcome"] == "pass", record["reason"]
@@ -100,6 +101,7 @@ def main() -> None:
         samples["verify_stage_s"].append(record["stages"]["verify"]["seconds"])
         samples["profile_stage_s"].append(record["stages"]["profile"]["seconds"])
         samples["eval_warm_wall_s"].append(wall)
+        processes.append(record["sandbox"]["processes"])
 
     if args.device == "cuda":
         for i in range(args.extension_repeats):
@@ -110,7 +112,8 @@ def main() -> None:
     medians = {k: (median(v) if v else None) for k, v in samples.items()}
     path = write_json("eval_latency.json", {"device": args.device, "device_name": record["device_name"],
                                             "torch": record["torch"], "repeats": args.repeats,
-                                            "samples": samples, "medians": medians})
+                                            "samples": samples, "medians": medians,
+                                            "processes": processes})
     print(f"device: {record['device_name']}, torch {record['torch']}, {args.repeats} repeats "
           f"({args.extension_repeats} for the torch extension)")
     rows = [
@@ -125,6 +128,16 @@ def main() -> None:
     ]
     print_table(["median wall time", "seconds"],
                 [[name, "-" if v is None else f"{v:.2f}"] for name, v in rows])
+    print("\nharness processes of a whole evaluation (medians, seconds):")
+    breakdown = []
+    for i, first in enumerate(processes[0]):
+        runs = [p[i] for p in processes if len(p) > i]
+        def phase(name: str) -> str:
+            values = [r["phases"].get(name) for r in runs if r["phases"].get(name) is not None]
+            return f"{median(values):.2f}" if values else "-"
+        breakdown.append([first["script"], f"{median([r['wall_s'] for r in runs]):.2f}",
+                          phase("startup_s"), phase("device_s"), phase("waited_s"), phase("work_s")])
+    print_table(["process", "wall", "startup", "device", "waited", "work"], breakdown)
     print(f"written: {path}")
 
 

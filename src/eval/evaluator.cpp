@@ -167,7 +167,7 @@ class Evaluator::Pending {
     if (!released_) abort();
     if (future_.valid()) future_.wait();
   }
-  /// Lets the process proceed and waits for it to end.
+  /// Lets the process proceed (a gated one) and waits for it to end.
   HarnessResult go() {
     release(true);
     return future_.get();
@@ -183,6 +183,7 @@ class Evaluator::Pending {
   void release(bool go) {
     if (released_) return;
     released_ = true;
+    if (call_.gate.empty()) return;
     call_.spec.released_at_ns->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                          Clock::now().time_since_epoch())
                                          .count());
@@ -215,10 +216,10 @@ Evaluator::Call Evaluator::make_call(Run& run, const std::string& script,
     call.gate = run.dir.path() / (stem + ".gate");
     spec.argv.insert(spec.argv.end(), {"--wait-for", call.gate.string()});
     spec.released_at_ns = std::make_shared<std::atomic<long long>>(0);
-    spec.cancel = std::make_shared<std::atomic<bool>>(false);
     // Before its release a gated process waits for the trusted steps, torch.compile included.
     spec.wait_timeout_s = 3 * options_.trusted_timeout_s + options_.verify_timeout_s;
   }
+  spec.cancel = std::make_shared<std::atomic<bool>>(false);
   spec.cwd = candidate ? run.workspace : run.dir.path();
   if (candidate) spec.env["CUDA_AGENT_KERNEL_LIB"] = run.library.string();
   spec.timeout_s = timeout_s;
@@ -245,8 +246,11 @@ Evaluator::HarnessResult Evaluator::execute(const Call& call) const {
 
 Status Evaluator::record(Run& run, const Call& call, const HarnessResult& result) const {
   const ProcessResult& p = result.process;
-  run.timings.push_back({{"script", call.script}, {"wall_s", p.wall_s},
-                         {"peak_rss_mb", p.peak_rss_mb}, {"gated", !call.gate.empty()}});
+  run.timings.push_back({{"script", call.script},
+                         {"wall_s", p.wall_s},
+                         {"peak_rss_mb", p.peak_rss_mb},
+                         {"gated", !call.gate.empty()},
+                         {"phases", field(result.report, "phases", nlohmann::json::object())}});
   if (!p.started || p.exit_code == 127) {
     return Status::NotFound("cannot run " + options_.python + " for the harness (" +
                             p.describe() + "); install Python 3 with torch, or pass --python");
@@ -264,18 +268,14 @@ Status Evaluator::run_harness(Run& run, const std::string& script,
 
 std::unique_ptr<Evaluator::Pending> Evaluator::launch(Run& run, const std::string& script,
                                                       const std::vector<std::string>& args,
-                                                      double timeout_s, bool candidate) {
-  return std::make_unique<Pending>(this, make_call(run, script, args, timeout_s, candidate, true));
+                                                      double timeout_s, bool candidate,
+                                                      bool gated) {
+  return std::make_unique<Pending>(this, make_call(run, script, args, timeout_s, candidate, gated));
 }
 
-Status Evaluator::prepare(Run& run, EvalResult* r) {
-  HarnessResult h;
-  Status s = run_harness(run, "prepare.py",
-                         {"--task", run.task_file.string(), "--device", options_.device, "--seed",
-                          std::to_string(run.seed), "--init-seed", std::to_string(run.init_seed),
-                          "--verify-sets", std::to_string(options_.verify_sets), "--profile-sets",
-                          std::to_string(options_.profile_sets), "--out", run.dir.path().string()},
-                         options_.trusted_timeout_s, false, &h);
+Status Evaluator::prepare(Run& run, Pending& prepare, EvalResult* r) {
+  HarnessResult h = prepare.go();
+  Status s = record(run, prepare.call(), h);
   if (!s.ok()) return s;
   if (h.process.interrupted) return Status::Internal("interrupted");
   if (h.report.is_null() || !field(h.report, "ok", false)) {
@@ -491,6 +491,48 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   s = write_file_atomic(run.task_file, run.record.task_source);
   if (!s.ok()) return s;
 
+  // Every harness process starts now: their imports (seconds each) overlap the compile and each
+  // other. prepare runs at once; the others wait for their release (PROTOCOL.md, --wait-for).
+  std::unique_ptr<Pending> prepare_step, candidate, check, timing;
+  if (options_.stage != "compile") {
+    run.seed = draw_seed();
+    run.init_seed = draw_seed();
+    // Known before the compile ends: a link to the built library is made here once it exists.
+    run.library = run.dir.path() / "libkernels.so";
+    const std::string init = (run.dir.path() / "init.pt").string();
+    const std::string verify_inputs = (run.dir.path() / "verify_inputs.pt").string();
+    const std::string out = (run.dir.path() / "candidate_out.pt").string();
+    const std::string seed = std::to_string(run.init_seed);
+    prepare_step = launch(run, "prepare.py",
+                          {"--task", run.task_file.string(), "--device", options_.device,
+                           "--seed", std::to_string(run.seed), "--init-seed", seed,
+                           "--verify-sets", std::to_string(options_.verify_sets),
+                           "--profile-sets", std::to_string(options_.profile_sets), "--out",
+                           run.dir.path().string()},
+                          options_.trusted_timeout_s, false, false);
+    candidate = launch(run, "run_candidate.py",
+                       {"--workspace", run.workspace.string(), "--kernel-lib",
+                        run.library.string(), "--init", init, "--inputs", verify_inputs,
+                        "--init-seed", seed, "--device", options_.device, "--out", out},
+                       options_.verify_timeout_s, true, true);
+    check = launch(run, "check.py",
+                   {"--task", run.task_file.string(), "--init", init, "--inputs", verify_inputs,
+                    "--candidate-out", out, "--init-seed", seed, "--device", options_.device,
+                    "--atol", fixed(options_.atol, 8), "--rtol", fixed(options_.rtol, 8)},
+                   options_.trusted_timeout_s, false, true);
+    if (options_.stage != "verify") {
+      timing = launch(run, "profile.py",
+                      {"--impl", "candidate", "--task", run.task_file.string(), "--workspace",
+                       run.workspace.string(), "--kernel-lib", run.library.string(), "--init",
+                       init, "--inputs", (run.dir.path() / "profile_inputs.pt").string(),
+                       "--init-seed", seed, "--device", options_.device, "--warmup",
+                       std::to_string(options_.warmup), "--iters",
+                       std::to_string(options_.iters), "--flush-mb",
+                       fixed(options_.flush_mb, 1)},
+                      options_.profile_timeout_s, true, true);
+    }
+  }
+
   progress("compile: building kernels/ for " + options_.device);
   CompileReport compiled;
   s = compile_kernels(run.workspace / "kernels", options_.compile, runner_, &compiled);
@@ -509,7 +551,13 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     return finish();
   }
   r->compiled = true;
-  run.library = compiled.library;
+  if (options_.stage == "compile") {
+    run.library = compiled.library;
+  } else {
+    std::error_code ec;
+    fs::create_symlink(compiled.library, run.library, ec);
+    if (ec) return Status::IoError("cannot link the kernel library into the run folder: " + ec.message());
+  }
   r->compile.status = compiled.cached ? "cached" : "ok";
   r->compile.detail = compiled.cached ? "unchanged sources: library reused"
                                       : std::to_string(compiled.objects_built) + " object(s) built, " +
@@ -520,39 +568,9 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     return finish();
   }
 
-  // The later steps' processes start now and wait: their start-up overlaps prepare's.
-  run.seed = draw_seed();
-  run.init_seed = draw_seed();
-  const std::string init = (run.dir.path() / "init.pt").string();
-  const std::string verify_inputs = (run.dir.path() / "verify_inputs.pt").string();
-  const std::string out = (run.dir.path() / "candidate_out.pt").string();
-  const std::string seed = std::to_string(run.init_seed);
-  auto candidate = launch(run, "run_candidate.py",
-                          {"--workspace", run.workspace.string(), "--kernel-lib",
-                           run.library.string(), "--init", init, "--inputs", verify_inputs,
-                           "--init-seed", seed, "--device", options_.device, "--out", out},
-                          options_.verify_timeout_s, true);
-  auto check = launch(run, "check.py",
-                      {"--task", run.task_file.string(), "--init", init, "--inputs",
-                       verify_inputs, "--candidate-out", out, "--init-seed", seed, "--device",
-                       options_.device, "--atol", fixed(options_.atol, 8), "--rtol",
-                       fixed(options_.rtol, 8)},
-                      options_.trusted_timeout_s, false);
-  std::unique_ptr<Pending> timing;
-  if (options_.stage != "verify") {
-    timing = launch(run, "profile.py",
-                    {"--impl", "candidate", "--task", run.task_file.string(), "--workspace",
-                     run.workspace.string(), "--kernel-lib", run.library.string(), "--init", init,
-                     "--inputs", (run.dir.path() / "profile_inputs.pt").string(), "--init-seed",
-                     seed, "--device", options_.device, "--warmup",
-                     std::to_string(options_.warmup), "--iters", std::to_string(options_.iters),
-                     "--flush-mb", fixed(options_.flush_mb, 1)},
-                    options_.profile_timeout_s, true);
-  }
-
   auto prepare_start = Clock::now();
   progress("verify: drawing inputs and weights from a fresh secret seed");
-  s = prepare(run, r);
+  s = prepare(run, *prepare_step, r);
   if (!s.ok()) return s;
   s = verify(run, *candidate, *check, r);
   if (!s.ok()) return s;

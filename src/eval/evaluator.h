@@ -67,9 +67,9 @@ class Evaluator {
                      double timeout_s, bool candidate, HarnessResult* result);
   std::unique_ptr<Pending> launch(Run& run, const std::string& script,
                                   const std::vector<std::string>& args, double timeout_s,
-                                  bool candidate);
+                                  bool candidate, bool gated);
 
-  Status prepare(Run& run, EvalResult* result);
+  Status prepare(Run& run, Pending& prepare, EvalResult* result);
   Status verify(Run& run, Pending& candidate, Pending& check, EvalResult* result);
   Status profile(Run& run, Pending& timing, EvalResult* result);
   Status baseline(Run& run, const std::string& impl, std::optional<double>* median_us,

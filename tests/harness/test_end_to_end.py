@@ -141,8 +141,10 @@ def test_prepare_writes_seeded_bundles_and_describes_the_task(prepared: Path) ->
 
 def test_a_correct_kernel_passes(prepared: Path) -> None:
     report = run_candidate(prepared, "right")
+    phases = report.pop("phases")
     assert report == {"ok": True, "violations": [], "library_ops": [], "weights": "loaded",
                       "output_types": ["torch.Tensor"]}
+    assert phases["startup_s"] > 0 and phases["work_s"] > 0
     result = check(prepared, "right")
     assert result["ok"] and result["correct"], result
     assert result["sets"] == 3 and result["mismatch"] is None
