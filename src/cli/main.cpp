@@ -48,7 +48,8 @@ Status copy_candidate(const fs::path& candidate, const fs::path& kernels, const 
   if (!fs::is_directory(kernels, ec)) {
     return Status::InvalidArgument("kernels folder " + kernels.string() + " does not exist");
   }
-  fs::copy(kernels, ws / "kernels", fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+  fs::copy(kernels, ws / "kernels",
+           fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
   if (ec) return Status::IoError("cannot copy " + kernels.string() + ": " + ec.message());
   return Status::OK();
 }
@@ -72,15 +73,20 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --store may also follow the subcommand
   std::string store_path;
-  app.add_option("--store", store_path,
-                 "run store (SQLite); default $CUDA_AGENT_STORE or ~/.cache/cuda-agent/store.sqlite");
+  app.add_option(
+      "--store", store_path,
+      "run store (SQLite); default $CUDA_AGENT_STORE or ~/.cache/cuda-agent/store.sqlite");
 
   // init
   auto* init = app.add_subcommand("init", "lay out an episode workspace for a task");
   std::string init_task, init_dir, init_device = default_device();
-  init->add_option("task", init_task, "KernelBench-format task file (Model, get_inputs, get_init_inputs)")->required();
+  init->add_option("task", init_task,
+                   "KernelBench-format task file (Model, get_inputs, get_init_inputs)")
+      ->required();
   init->add_option("dir", init_dir, "new workspace folder (missing or empty)")->required();
-  init->add_option("--device", init_device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  init->add_option("--device", init_device, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
 
   // eval
   auto* eval = app.add_subcommand("eval", "compile, verify, profile and reward a candidate");
@@ -93,36 +99,49 @@ int run(int argc, char** argv) {
   eval->add_option("workspace", workspace, "workspace laid out by `cuda-agent init`");
   eval->add_option("--task", task_path, "task file, to evaluate --candidate without a workspace");
   eval->add_option("--candidate", candidate_path, "model_new.py to evaluate against --task");
-  eval->add_option("--kernels", kernels_path, "kernels/ folder of the candidate (with --candidate)");
+  eval->add_option("--kernels", kernels_path,
+                   "kernels/ folder of the candidate (with --candidate)");
   eval->add_option("--device", options.device, "cpu or cuda (default: cuda where a GPU is present)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   eval->add_option("--stage", options.stage, "stop after: compile, verify, or run all (profile)")
-      ->check(CLI::IsMember({"compile", "verify", "profile", "all"}))->capture_default_str();
+      ->check(CLI::IsMember({"compile", "verify", "profile", "all"}))
+      ->capture_default_str();
   eval->add_flag("--json", as_json, "print the result record as JSON on stdout");
   eval->add_option("--atol", options.atol, "absolute tolerance")->capture_default_str();
   eval->add_option("--rtol", options.rtol, "relative tolerance")->capture_default_str();
   eval->add_option("--verify-sets", options.verify_sets, "fresh random input sets checked")
-      ->check(CLI::Range(1, 100))->capture_default_str();
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   eval->add_option("--profile-sets", options.profile_sets, "input sets rotated while timing")
-      ->check(CLI::Range(1, 64))->capture_default_str();
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   eval->add_option("--warmup", options.warmup, "warm-up calls (default cpu 3, cuda 10)");
   eval->add_option("--iters", options.iters, "timed calls (default cpu 20, cuda 100)");
-  eval->add_option("--flush-mb", options.flush_mb, "cache-flush buffer in MiB (default cpu 16, cuda 256)");
-  eval->add_option("--arch", options.compile.arch, "nvcc -arch for the cuda device")->capture_default_str();
-  eval->add_option("--verify-timeout", options.verify_timeout_s, "seconds the candidate may take to verify")
+  eval->add_option("--flush-mb", options.flush_mb,
+                   "cache-flush buffer in MiB (default cpu 16, cuda 256)");
+  eval->add_option("--arch", options.compile.arch, "nvcc -arch for the cuda device")
       ->capture_default_str();
-  eval->add_option("--profile-timeout", options.profile_timeout_s, "seconds the candidate may take to profile")
+  eval->add_option("--verify-timeout", options.verify_timeout_s,
+                   "seconds the candidate may take to verify")
       ->capture_default_str();
-  eval->add_option("--compile-timeout", options.compile.timeout_s, "seconds per compiler invocation")
+  eval->add_option("--profile-timeout", options.profile_timeout_s,
+                   "seconds the candidate may take to profile")
+      ->capture_default_str();
+  eval->add_option("--compile-timeout", options.compile.timeout_s,
+                   "seconds per compiler invocation")
       ->capture_default_str();
   eval->add_option("--memory-limit-mb", options.memory_limit_mb, "resident memory per process")
       ->capture_default_str();
   eval->add_flag("--no-baseline-cache", no_cache, "re-time eager and torch.compile even if cached");
-  eval->add_option("--recipe", options.recipe, "reward recipe: discrete or log_speedup")->capture_default_str();
-  eval->add_option("--python", options.python, "Python with torch, for the harness")->capture_default_str();
+  eval->add_option("--recipe", options.recipe, "reward recipe: discrete or log_speedup")
+      ->capture_default_str();
+  eval->add_option("--python", options.python, "Python with torch, for the harness")
+      ->capture_default_str();
   eval->add_option("--cache-dir", cache_dir, "build cache (default ~/.cache/cuda-agent/build)");
   eval->add_option("--jobs", options.compile.jobs, "parallel compiles (default: one per core)");
-  eval->add_flag("--keep-run-dir", options.keep_run_dir, "keep the private run folder (logs, inputs)");
+  eval->add_flag("--keep-run-dir", options.keep_run_dir,
+                 "keep the private run folder (logs, inputs)");
 
   // show
   auto* show = app.add_subcommand("show", "print a stored evaluation");
@@ -153,14 +172,16 @@ int run(int argc, char** argv) {
   if (*show) {
     nlohmann::json record;
     if (Status s = store->get_evaluation(show_id, &record); !s.ok()) return fail(s);
-    std::cout << (show_json ? record.dump(2) + "\n" : format_summary(EvalResult::from_json(record)));
+    std::cout << (show_json ? record.dump(2) + "\n"
+                            : format_summary(EvalResult::from_json(record)));
     return kExitPass;
   }
 
   // eval
   options.harness_dir = harness_dir();
   options.use_baseline_cache = !no_cache;
-  options.compile.cache_dir = cache_dir.empty() ? default_cache_dir() / "build" : fs::path(cache_dir);
+  options.compile.cache_dir =
+      cache_dir.empty() ? default_cache_dir() / "build" : fs::path(cache_dir);
   std::unique_ptr<TempDir> scratch;
   if (workspace.empty()) {
     if (task_path.empty() || candidate_path.empty()) {
@@ -182,10 +203,9 @@ int run(int argc, char** argv) {
   }
 
   PosixProcessRunner runner;
-  Evaluator evaluator(options, &runner, store.get(),
-                      [as_json](const std::string& line) {
-                        if (!as_json) std::cerr << "  " << line << "\n";
-                      });
+  Evaluator evaluator(options, &runner, store.get(), [as_json](const std::string& line) {
+    if (!as_json) std::cerr << "  " << line << "\n";
+  });
   EvalResult result;
   if (Status s = evaluator.evaluate(workspace, &result); !s.ok()) return fail(s);
   if (as_json) {

@@ -24,7 +24,7 @@ bool has_extension(const fs::path& p, std::initializer_list<const char*> exts) {
 
 /// What one compiler invocation needs: the command and where its output goes.
 struct Job {
-  std::string label;                 // file name, for messages
+  std::string label;  // file name, for messages
   std::vector<std::string> argv;
   fs::path output;
 };
@@ -32,7 +32,7 @@ struct Job {
 struct JobResult {
   bool ok = false;
   std::string log;
-  std::string failure;               // the runner's description when the compiler itself died
+  std::string failure;  // the runner's description when the compiler itself died
 };
 
 JobResult run_job(const Job& job, const CompileOptions& options, ProcessRunner* runner,
@@ -52,8 +52,8 @@ JobResult run_job(const Job& job, const CompileOptions& options, ProcessRunner* 
   read_file(spec.stderr_path, &err);
   result.log = out + err;
   result.ok = r.succeeded() && fs::exists(job.output);
-  if (!r.succeeded() && (r.timed_out || r.memory_exceeded || r.signal != 0 || !r.started ||
-                         r.exit_code == 127)) {
+  if (!r.succeeded() &&
+      (r.timed_out || r.memory_exceeded || r.signal != 0 || !r.started || r.exit_code == 127)) {
     result.failure = r.describe();
   }
   return result;
@@ -63,8 +63,7 @@ JobResult run_job(const Job& job, const CompileOptions& options, ProcessRunner* 
 std::vector<JobResult> run_parallel(const std::vector<Job>& jobs, const CompileOptions& options,
                                     ProcessRunner* runner, const fs::path& log_dir) {
   std::vector<JobResult> results(jobs.size());
-  int workers = options.jobs > 0 ? options.jobs
-                                 : std::max(1u, std::thread::hardware_concurrency());
+  int workers = options.jobs > 0 ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   workers = std::min<int>(workers, static_cast<int>(jobs.size()));
   std::mutex mutex;
   std::size_t next = 0;
@@ -87,8 +86,8 @@ std::vector<JobResult> run_parallel(const std::vector<Job>& jobs, const CompileO
 }
 
 /// The compiler's --version text, hashed into every cache key (once per process per compiler).
-Status compiler_identity(const std::string& compiler, ProcessRunner* runner, const fs::path& log_dir,
-                         std::string* identity) {
+Status compiler_identity(const std::string& compiler, ProcessRunner* runner,
+                         const fs::path& log_dir, std::string* identity) {
   static std::mutex mutex;
   static std::map<std::string, std::string> known;
   std::lock_guard<std::mutex> lock(mutex);
@@ -114,10 +113,17 @@ Status compiler_identity(const std::string& compiler, ProcessRunner* runner, con
 }  // namespace
 
 nlohmann::json CompileReport::to_json() const {
-  return {{"ok", ok},           {"cached", cached},           {"seconds", seconds},
-          {"objects_built", objects_built},  {"objects_cached", objects_cached},
-          {"library", library.string()},     {"sources", sources},
-          {"ignored", ignored}, {"error", error},  {"first_error", first_error},             {"log", log}};
+  return {{"ok", ok},
+          {"cached", cached},
+          {"seconds", seconds},
+          {"objects_built", objects_built},
+          {"objects_cached", objects_cached},
+          {"library", library.string()},
+          {"sources", sources},
+          {"ignored", ignored},
+          {"error", error},
+          {"first_error", first_error},
+          {"log", log}};
 }
 
 Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& options,
@@ -167,13 +173,16 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
                     " source to build for the " + options.device + " device";
     return finish();
   }
-  sources.push_back(options.runtime_dir / (cuda ? "cuda_agent_runtime.cu" : "cuda_agent_runtime.cpp"));
+  sources.push_back(options.runtime_dir /
+                    (cuda ? "cuda_agent_runtime.cu" : "cuda_agent_runtime.cpp"));
 
   fs::path objects_dir = options.cache_dir / "objects";
   fs::path libraries_dir = options.cache_dir / "libraries";
   fs::create_directories(objects_dir, ec);
   fs::create_directories(libraries_dir, ec);
-  if (ec) return Status::IoError("cannot create the build cache " + options.cache_dir.string() + ": " + ec.message());
+  if (ec)
+    return Status::IoError("cannot create the build cache " + options.cache_dir.string() + ": " +
+                           ec.message());
   // Work happens beside the cache, so finished files move into it with a rename.
   TempDir log_dir("tmp-", options.cache_dir);
 
@@ -182,8 +191,8 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
   Status s = compiler_identity(compiler, runner, log_dir.path(), &identity);
   if (!s.ok()) return s;
   std::vector<std::string> flags =
-      cuda ? std::vector<std::string>{"-O3", "-std=c++17", "-arch=" + options.arch,
-                                      "-Xcompiler", "-fPIC", "-lineinfo"}
+      cuda ? std::vector<std::string>{"-O3",        "-std=c++17", "-arch=" + options.arch,
+                                      "-Xcompiler", "-fPIC",      "-lineinfo"}
            : std::vector<std::string>{"-O3", "-std=c++17", "-march=native", "-fopenmp", "-fPIC"};
   std::string flag_text;
   for (const auto& f : flags) flag_text += f + " ";
@@ -208,10 +217,11 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
     job.label = source.filename().string();
     job.argv.push_back(compiler);
     job.argv.insert(job.argv.end(), flags.begin(), flags.end());
-    // Each job writes under a private name, then renames: parallel evaluations never see half an object.
+    // Each job writes under a private name, then renames: parallel evaluations never see half an
+    // object.
     fs::path partial = log_dir.path() / (key + ".o");
-    job.argv.insert(job.argv.end(), {"-I", kernels_dir.string(), "-c", source.string(), "-o",
-                                     partial.string()});
+    job.argv.insert(job.argv.end(),
+                    {"-I", kernels_dir.string(), "-c", source.string(), "-o", partial.string()});
     job.output = partial;
     jobs.push_back(job);
   }

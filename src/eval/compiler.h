@@ -18,29 +18,29 @@
 namespace cuda_agent {
 
 struct CompileOptions {
-  std::string device = "cpu";                 // "cpu": g++ -fopenmp; "cuda": nvcc
-  std::string arch = "sm_90";                 // nvcc -arch
+  std::string device = "cpu";  // "cpu": g++ -fopenmp; "cuda": nvcc
+  std::string arch = "sm_90";  // nvcc -arch
   std::string nvcc = "nvcc";
   std::string cxx = "g++";
-  std::filesystem::path cache_dir;            // objects and libraries live under here
-  std::filesystem::path runtime_dir;          // harness/runtime: sources built into every library
-  double timeout_s = 180;                     // per compiler invocation
+  std::filesystem::path cache_dir;    // objects and libraries live under here
+  std::filesystem::path runtime_dir;  // harness/runtime: sources built into every library
+  double timeout_s = 180;             // per compiler invocation
   long long memory_limit_mb = 8192;
-  int jobs = 0;                               // 0: one per core
+  int jobs = 0;  // 0: one per core
 };
 
 struct CompileReport {
   bool ok = false;
-  bool cached = false;                        // the whole library came from the cache
+  bool cached = false;  // the whole library came from the cache
   double seconds = 0;
   int objects_built = 0;
   int objects_cached = 0;
   std::filesystem::path library;
-  std::vector<std::string> sources;           // relative to kernels/
-  std::vector<std::string> ignored;           // sources not built for this device
-  std::string error;                          // one sentence when !ok
-  std::string first_error;                    // the compiler's first diagnostic line, if any
-  std::string log;                            // trimmed diagnostics, first error on top
+  std::vector<std::string> sources;  // relative to kernels/
+  std::vector<std::string> ignored;  // sources not built for this device
+  std::string error;                 // one sentence when !ok
+  std::string first_error;           // the compiler's first diagnostic line, if any
+  std::string log;                   // trimmed diagnostics, first error on top
 
   nlohmann::json to_json() const;
 };

@@ -58,9 +58,11 @@ TEST_F(CompilerTest, BuildsALibraryAndReusesItWhenNothingChanged) {
 
 TEST_F(CompilerTest, OnlyTheChangedSourceIsRebuilt) {
   ASSERT_TRUE(write_file_atomic(kernels_ / "scale.cpp", kScaleCpp).ok());
-  ASSERT_TRUE(write_file_atomic(kernels_ / "other.cpp", "extern \"C\" int other() { return 0; }\n").ok());
+  ASSERT_TRUE(
+      write_file_atomic(kernels_ / "other.cpp", "extern \"C\" int other() { return 0; }\n").ok());
   ASSERT_TRUE(build().ok);
-  ASSERT_TRUE(write_file_atomic(kernels_ / "other.cpp", "extern \"C\" int other() { return 1; }\n").ok());
+  ASSERT_TRUE(
+      write_file_atomic(kernels_ / "other.cpp", "extern \"C\" int other() { return 1; }\n").ok());
   CompileReport report = build();
   ASSERT_TRUE(report.ok);
   EXPECT_EQ(report.objects_built, 1);
@@ -69,7 +71,9 @@ TEST_F(CompilerTest, OnlyTheChangedSourceIsRebuilt) {
 
 TEST_F(CompilerTest, AHeaderChangeRebuildsItsSources) {
   ASSERT_TRUE(write_file_atomic(kernels_ / "common.h", "#define FACTOR 2\n").ok());
-  ASSERT_TRUE(write_file_atomic(kernels_ / "a.cpp", "#include \"common.h\"\nextern \"C\" int a() { return FACTOR; }\n").ok());
+  ASSERT_TRUE(write_file_atomic(kernels_ / "a.cpp",
+                                "#include \"common.h\"\nextern \"C\" int a() { return FACTOR; }\n")
+                  .ok());
   ASSERT_TRUE(build().ok);
   ASSERT_TRUE(write_file_atomic(kernels_ / "common.h", "#define FACTOR 3\n").ok());
   CompileReport report = build();
@@ -78,7 +82,9 @@ TEST_F(CompilerTest, AHeaderChangeRebuildsItsSources) {
 }
 
 TEST_F(CompilerTest, ACompileErrorIsReportedWithTheFirstErrorOnTop) {
-  ASSERT_TRUE(write_file_atomic(kernels_ / "bad.cpp", "extern \"C\" int bad() { return undeclared_name; }\n").ok());
+  ASSERT_TRUE(write_file_atomic(kernels_ / "bad.cpp",
+                                "extern \"C\" int bad() { return undeclared_name; }\n")
+                  .ok());
   CompileReport report = build();
   EXPECT_FALSE(report.ok);
   EXPECT_NE(report.error.find("compiling bad.cpp failed"), std::string::npos) << report.error;
@@ -119,7 +125,8 @@ extern "C" int scale(const float* x, float* y, int64_t n, float a, cudaStream_t 
   scale_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x, y, n, a);
   return (int)cudaGetLastError();
 }
-)").ok());
+)")
+                  .ok());
   CompileReport report = build();
   ASSERT_TRUE(report.ok) << report.error << "\n" << report.log;
   EXPECT_TRUE(fs::is_regular_file(report.library));

@@ -19,12 +19,12 @@ struct Evaluator::Run {
   fs::path workspace;
   WorkspaceRecord record;
   TempDir dir{"cuda-agent-run-"};
-  fs::path task_file;        // the recorded task text, in a private folder
-  fs::path library;          // the compiled kernels
+  fs::path task_file;                // the recorded task text, in a private folder
+  fs::path library;                  // the compiled kernels
   unsigned long long seed = 0;       // secret: never given to a candidate process
   unsigned long long init_seed = 0;  // weights; the candidate builds ModelNew with it
-  nlohmann::json prepared;   // prepare.py's report
-  int processes = 0;         // numbers log files
+  nlohmann::json prepared;           // prepare.py's report
+  int processes = 0;                 // numbers log files
   nlohmann::json timings = nlohmann::json::array();  // one entry per harness process
 };
 
@@ -136,7 +136,8 @@ Evaluator::Evaluator(EvalOptions options, ProcessRunner* runner, Store* store, P
   if (options_.iters <= 0) options_.iters = cuda ? 100 : 20;
   if (options_.flush_mb < 0) options_.flush_mb = cuda ? 256 : 16;
   options_.compile.device = options_.device;
-  if (options_.compile.runtime_dir.empty()) options_.compile.runtime_dir = options_.harness_dir / "runtime";
+  if (options_.compile.runtime_dir.empty())
+    options_.compile.runtime_dir = options_.harness_dir / "runtime";
 }
 
 void Evaluator::progress(const std::string& line) const {
@@ -161,7 +162,8 @@ struct Evaluator::HarnessResult {
 class Evaluator::Pending {
  public:
   Pending(const Evaluator* evaluator, Call call) : call_(std::move(call)) {
-    future_ = std::async(std::launch::async, [evaluator, c = call_] { return evaluator->execute(c); });
+    future_ =
+        std::async(std::launch::async, [evaluator, c = call_] { return evaluator->execute(c); });
   }
   ~Pending() {
     if (!released_) abort();
@@ -184,9 +186,9 @@ class Evaluator::Pending {
     if (released_) return;
     released_ = true;
     if (call_.gate.empty()) return;
-    call_.spec.released_at_ns->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         Clock::now().time_since_epoch())
-                                         .count());
+    call_.spec.released_at_ns->store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count());
     write_file_atomic(call_.gate, go ? "go" : "abort");
   }
   Call call_;
@@ -207,7 +209,10 @@ Evaluator::Call Evaluator::make_call(Run& run, const std::string& script,
   ProcessSpec& spec = call.spec;
   // -E -s: no PYTHON* variables, no user site. pycache_prefix: bytecode never comes from (or goes
   // to) a __pycache__ folder the candidate could have planted.
-  spec.argv = {options_.python, "-E", "-s", "-X",
+  spec.argv = {options_.python,
+               "-E",
+               "-s",
+               "-X",
                "pycache_prefix=" + (run.dir.path() / "pycache").string(),
                (options_.harness_dir / script).string()};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
@@ -252,8 +257,8 @@ Status Evaluator::record(Run& run, const Call& call, const HarnessResult& result
                          {"gated", !call.gate.empty()},
                          {"phases", field(result.report, "phases", nlohmann::json::object())}});
   if (!p.started || p.exit_code == 127) {
-    return Status::NotFound("cannot run " + options_.python + " for the harness (" +
-                            p.describe() + "); install Python 3 with torch, or pass --python");
+    return Status::NotFound("cannot run " + options_.python + " for the harness (" + p.describe() +
+                            "); install Python 3 with torch, or pass --python");
   }
   return Status::OK();
 }
@@ -351,8 +356,8 @@ Status Evaluator::verify(Run& run, Pending& candidate, Pending& check, EvalResul
   r->correct = true;
   r->verify.status = "ok";
   r->verify.detail = "outputs match on " + std::to_string(field(report, "sets", 0)) +
-                     " input sets (max abs diff " +
-                     fixed(field(report, "max_abs_diff", 0.0), 6) + ")";
+                     " input sets (max abs diff " + fixed(field(report, "max_abs_diff", 0.0), 6) +
+                     ")";
   return Status::OK();
 }
 
@@ -383,15 +388,15 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
   progress("profile: timing " + std::string(impl == "compile" ? "torch.compile" : "eager") +
            " (measured once, then cached)");
   HarnessResult h;
-  Status s = run_harness(run, "profile.py", {"--impl", impl, "--task", run.task_file.string(),
-                                             "--init", (run.dir.path() / "init.pt").string(),
-                                             "--inputs", (run.dir.path() / "profile_inputs.pt").string(),
-                                             "--init-seed", std::to_string(run.init_seed),
-                                             "--device", options_.device,
-                                             "--warmup", std::to_string(options_.warmup),
-                                             "--iters", std::to_string(options_.iters),
-                                             "--flush-mb", fixed(options_.flush_mb, 1)},
-                         options_.trusted_timeout_s, false, &h);
+  Status s =
+      run_harness(run, "profile.py",
+                  {"--impl", impl, "--task", run.task_file.string(), "--init",
+                   (run.dir.path() / "init.pt").string(), "--inputs",
+                   (run.dir.path() / "profile_inputs.pt").string(), "--init-seed",
+                   std::to_string(run.init_seed), "--device", options_.device, "--warmup",
+                   std::to_string(options_.warmup), "--iters", std::to_string(options_.iters),
+                   "--flush-mb", fixed(options_.flush_mb, 1)},
+                  options_.trusted_timeout_s, false, &h);
   if (!s.ok()) return s;
   if (h.process.interrupted) return Status::Internal("interrupted");
   nlohmann::json report = h.report;
@@ -412,8 +417,9 @@ Status Evaluator::profile(Run& run, Pending& timing, EvalResult* r) {
   Status s = baseline(run, "eager", &r->eager_us, &eager);
   if (!s.ok()) return s;
   if (!r->eager_us) {
-    return Status::InvalidArgument("the task " + r->task_path + " could not be timed in eager mode: " +
-                                   field(eager, "error", "unknown error"));
+    return Status::InvalidArgument(
+        "the task " + r->task_path +
+        " could not be timed in eager mode: " + field(eager, "error", "unknown error"));
   }
   s = baseline(run, "compile", &r->compile_us, &compiled);
   if (!s.ok()) return s;
@@ -427,7 +433,8 @@ Status Evaluator::profile(Run& run, Pending& timing, EvalResult* r) {
   const nlohmann::json& report = h.report;
   r->profile.data["candidate"] = report;
   r->profile.seconds = seconds_since(start);
-  if (candidate_failed("profiling", h.process, report, h.output, r, &r->profile)) return Status::OK();
+  if (candidate_failed("profiling", h.process, report, h.output, r, &r->profile))
+    return Status::OK();
   double median = field(report, "median_us", 0.0);
   if (!(median > 0)) {
     r->outcome = Outcome::kRuntimeError;
@@ -453,11 +460,14 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   r->device = options_.device;
   r->stage = options_.stage;
   r->workspace = workspace_key(workspace);
-  r->settings = {{"atol", options_.atol},         {"rtol", options_.rtol},
+  r->settings = {{"atol", options_.atol},
+                 {"rtol", options_.rtol},
                  {"verify_sets", options_.verify_sets},
                  {"profile_sets", options_.profile_sets},
-                 {"warmup", options_.warmup},     {"iters", options_.iters},
-                 {"flush_mb", options_.flush_mb}, {"arch", options_.compile.arch}};
+                 {"warmup", options_.warmup},
+                 {"iters", options_.iters},
+                 {"flush_mb", options_.flush_mb},
+                 {"arch", options_.compile.arch}};
 
   Run run;
   if (options_.keep_run_dir) run.dir.keep();
@@ -504,16 +514,15 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     const std::string out = (run.dir.path() / "candidate_out.pt").string();
     const std::string seed = std::to_string(run.init_seed);
     prepare_step = launch(run, "prepare.py",
-                          {"--task", run.task_file.string(), "--device", options_.device,
-                           "--seed", std::to_string(run.seed), "--init-seed", seed,
-                           "--verify-sets", std::to_string(options_.verify_sets),
-                           "--profile-sets", std::to_string(options_.profile_sets), "--out",
-                           run.dir.path().string()},
+                          {"--task", run.task_file.string(), "--device", options_.device, "--seed",
+                           std::to_string(run.seed), "--init-seed", seed, "--verify-sets",
+                           std::to_string(options_.verify_sets), "--profile-sets",
+                           std::to_string(options_.profile_sets), "--out", run.dir.path().string()},
                           options_.trusted_timeout_s, false, false);
     candidate = launch(run, "run_candidate.py",
-                       {"--workspace", run.workspace.string(), "--kernel-lib",
-                        run.library.string(), "--init", init, "--inputs", verify_inputs,
-                        "--init-seed", seed, "--device", options_.device, "--out", out},
+                       {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(),
+                        "--init", init, "--inputs", verify_inputs, "--init-seed", seed, "--device",
+                        options_.device, "--out", out},
                        options_.verify_timeout_s, true, true);
     check = launch(run, "check.py",
                    {"--task", run.task_file.string(), "--init", init, "--inputs", verify_inputs,
@@ -522,13 +531,17 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
                    options_.trusted_timeout_s, false, true);
     if (options_.stage != "verify") {
       timing = launch(run, "profile.py",
-                      {"--impl", "candidate", "--task", run.task_file.string(), "--workspace",
-                       run.workspace.string(), "--kernel-lib", run.library.string(), "--init",
-                       init, "--inputs", (run.dir.path() / "profile_inputs.pt").string(),
-                       "--init-seed", seed, "--device", options_.device, "--warmup",
-                       std::to_string(options_.warmup), "--iters",
-                       std::to_string(options_.iters), "--flush-mb",
-                       fixed(options_.flush_mb, 1)},
+                      {"--impl",       "candidate",
+                       "--task",       run.task_file.string(),
+                       "--workspace",  run.workspace.string(),
+                       "--kernel-lib", run.library.string(),
+                       "--init",       init,
+                       "--inputs",     (run.dir.path() / "profile_inputs.pt").string(),
+                       "--init-seed",  seed,
+                       "--device",     options_.device,
+                       "--warmup",     std::to_string(options_.warmup),
+                       "--iters",      std::to_string(options_.iters),
+                       "--flush-mb",   fixed(options_.flush_mb, 1)},
                       options_.profile_timeout_s, true, true);
     }
   }
@@ -556,12 +569,14 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   } else {
     std::error_code ec;
     fs::create_symlink(compiled.library, run.library, ec);
-    if (ec) return Status::IoError("cannot link the kernel library into the run folder: " + ec.message());
+    if (ec)
+      return Status::IoError("cannot link the kernel library into the run folder: " + ec.message());
   }
   r->compile.status = compiled.cached ? "cached" : "ok";
-  r->compile.detail = compiled.cached ? "unchanged sources: library reused"
-                                      : std::to_string(compiled.objects_built) + " object(s) built, " +
-                                            std::to_string(compiled.objects_cached) + " reused";
+  r->compile.detail = compiled.cached
+                          ? "unchanged sources: library reused"
+                          : std::to_string(compiled.objects_built) + " object(s) built, " +
+                                std::to_string(compiled.objects_cached) + " reused";
   progress("compile: " + r->compile.status + " (" + fixed(compiled.seconds, 2) + " s)");
   if (options_.stage == "compile") {
     r->reason = "kernels/ compiled";

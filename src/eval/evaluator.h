@@ -22,23 +22,23 @@ namespace cuda_agent {
 
 struct EvalOptions {
   std::string device = "cpu";
-  std::string stage = "all";             // "compile", "verify", "profile" (same as all) or "all"
+  std::string stage = "all";  // "compile", "verify", "profile" (same as all) or "all"
   double atol = 1e-2, rtol = 1e-2;
   int verify_sets = 5;
   int profile_sets = 4;
-  int warmup = 0;                        // 0: the device's default (cpu 3, cuda 10)
-  int iters = 0;                         // 0: the device's default (cpu 20, cuda 100)
-  double flush_mb = -1;                  // <0: the device's default (cpu 0, cuda 256)
+  int warmup = 0;        // 0: the device's default (cpu 3, cuda 10)
+  int iters = 0;         // 0: the device's default (cpu 20, cuda 100)
+  double flush_mb = -1;  // <0: the device's default (cpu 0, cuda 256)
   double verify_timeout_s = 300;
   double profile_timeout_s = 600;
-  double trusted_timeout_s = 900;        // prepare, check and baselines (torch.compile is slow)
+  double trusted_timeout_s = 900;  // prepare, check and baselines (torch.compile is slow)
   long long memory_limit_mb = 32768;
   bool use_baseline_cache = true;
   std::string recipe = "discrete";
   std::string python = "python3";
   std::filesystem::path harness_dir;
   CompileOptions compile;
-  bool keep_run_dir = false;             // keep the private run folder, for debugging
+  bool keep_run_dir = false;  // keep the private run folder, for debugging
 };
 
 class Evaluator {

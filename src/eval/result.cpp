@@ -5,10 +5,9 @@
 namespace cuda_agent {
 namespace {
 
-constexpr Outcome kAllOutcomes[] = {Outcome::kPass,         Outcome::kCompileError,
-                                    Outcome::kMismatch,     Outcome::kViolation,
-                                    Outcome::kRuntimeError, Outcome::kCrash,
-                                    Outcome::kTimeout,      Outcome::kInterrupted};
+constexpr Outcome kAllOutcomes[] = {Outcome::kPass,      Outcome::kCompileError, Outcome::kMismatch,
+                                    Outcome::kViolation, Outcome::kRuntimeError, Outcome::kCrash,
+                                    Outcome::kTimeout,   Outcome::kInterrupted};
 
 template <typename T>
 nlohmann::json optional_json(const std::optional<T>& value) {
@@ -22,7 +21,10 @@ std::optional<T> optional_from(const nlohmann::json& j, const char* key) {
 }
 
 nlohmann::json stage_json(const StageReport& s) {
-  return {{"status", s.status}, {"seconds", s.seconds}, {"detail", s.detail}, {"data", s.data},
+  return {{"status", s.status},
+          {"seconds", s.seconds},
+          {"detail", s.detail},
+          {"data", s.data},
           {"log", s.log}};
 }
 
@@ -40,8 +42,10 @@ StageReport stage_from(const nlohmann::json& j) {
 std::string format_us(const std::optional<double>& us) {
   if (!us) return "-";
   char buffer[32];
-  if (*us >= 1000) std::snprintf(buffer, sizeof buffer, "%.3f ms", *us / 1000);
-  else std::snprintf(buffer, sizeof buffer, "%.1f us", *us);
+  if (*us >= 1000)
+    std::snprintf(buffer, sizeof buffer, "%.3f ms", *us / 1000);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.1f us", *us);
   return buffer;
 }
 
@@ -56,21 +60,30 @@ std::string format_ratio(const std::optional<double>& x) {
 
 const char* outcome_name(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kPass: return "pass";
-    case Outcome::kCompileError: return "compile_error";
-    case Outcome::kMismatch: return "mismatch";
-    case Outcome::kViolation: return "violation";
-    case Outcome::kRuntimeError: return "runtime_error";
-    case Outcome::kCrash: return "crash";
-    case Outcome::kTimeout: return "timeout";
-    case Outcome::kInterrupted: return "interrupted";
+    case Outcome::kPass:
+      return "pass";
+    case Outcome::kCompileError:
+      return "compile_error";
+    case Outcome::kMismatch:
+      return "mismatch";
+    case Outcome::kViolation:
+      return "violation";
+    case Outcome::kRuntimeError:
+      return "runtime_error";
+    case Outcome::kCrash:
+      return "crash";
+    case Outcome::kTimeout:
+      return "timeout";
+    case Outcome::kInterrupted:
+      return "interrupted";
   }
   return "unknown";
 }
 
 nlohmann::json EvalResult::to_json() const {
   nlohmann::json violations_json = nlohmann::json::array();
-  for (const auto& v : violations) violations_json.push_back({{"rule", v.rule}, {"detail", v.detail}});
+  for (const auto& v : violations)
+    violations_json.push_back({{"rule", v.rule}, {"detail", v.detail}});
   return {
       {"schema", kSchema},
       {"id", id},
@@ -88,14 +101,16 @@ nlohmann::json EvalResult::to_json() const {
       {"eager_us", optional_json(eager_us)},
       {"compile_us", optional_json(compile_us)},
       {"candidate_us", optional_json(candidate_us)},
-      {"speedups", {{"vs_eager", optional_json(speedup_vs_eager)},
-                    {"vs_compile", optional_json(speedup_vs_compile)}}},
+      {"speedups",
+       {{"vs_eager", optional_json(speedup_vs_eager)},
+        {"vs_compile", optional_json(speedup_vs_compile)}}},
       {"reward", optional_json(reward)},
       {"reward_recipe", reward_recipe},
       {"log_speedup", optional_json(log_speedup)},
-      {"stages", {{"compile", stage_json(compile)},
-                  {"verify", stage_json(verify)},
-                  {"profile", stage_json(profile)}}},
+      {"stages",
+       {{"compile", stage_json(compile)},
+        {"verify", stage_json(verify)},
+        {"profile", stage_json(profile)}}},
       {"settings", settings},
       {"sandbox", sandbox},
   };

@@ -11,45 +11,45 @@ namespace cuda_agent {
 
 /// How an evaluation ended. Everything but kPass scores -1.
 enum class Outcome {
-  kPass,            // compiled, correct, no rule broken (and, for stage "all", profiled)
-  kCompileError,    // kernels/ did not build
-  kMismatch,        // wrong outputs, or inputs modified
-  kViolation,       // broke a rule: torch compute in forward, modified infrastructure, ...
-  kRuntimeError,    // raised an exception (a CUDA error, a bad shape, ...)
-  kCrash,           // the candidate's process died on a signal (segfault, abort)
-  kTimeout,         // the candidate's process did not finish in time
-  kInterrupted,     // the user stopped the evaluation
+  kPass,          // compiled, correct, no rule broken (and, for stage "all", profiled)
+  kCompileError,  // kernels/ did not build
+  kMismatch,      // wrong outputs, or inputs modified
+  kViolation,     // broke a rule: torch compute in forward, modified infrastructure, ...
+  kRuntimeError,  // raised an exception (a CUDA error, a bad shape, ...)
+  kCrash,         // the candidate's process died on a signal (segfault, abort)
+  kTimeout,       // the candidate's process did not finish in time
+  kInterrupted,   // the user stopped the evaluation
 };
 
 const char* outcome_name(Outcome outcome);
 
 struct Violation {
-  std::string rule;     // e.g. "torch_compute_op", "infrastructure_modified", "inputs_modified"
-  std::string detail;   // one sentence
+  std::string rule;    // e.g. "torch_compute_op", "infrastructure_modified", "inputs_modified"
+  std::string detail;  // one sentence
 };
 
 /// One stage's account: status is "ok", "failed", "skipped" or "cached".
 struct StageReport {
   std::string status = "skipped";
   double seconds = 0;
-  std::string detail;           // one sentence for a person
+  std::string detail;                              // one sentence for a person
   nlohmann::json data = nlohmann::json::object();  // the stage's own figures
-  std::string log;              // trimmed output
+  std::string log;                                 // trimmed output
 };
 
 struct EvalResult {
   static constexpr const char* kSchema = "cuda-agent.eval/1";
 
-  long long id = 0;             // in the run store, once stored
+  long long id = 0;  // in the run store, once stored
   std::string task_id, task_path, task_sha256;
   std::string workspace;
-  std::string device;           // "cpu" or "cuda"
-  std::string device_name;      // e.g. "NVIDIA H200"
+  std::string device;       // "cpu" or "cuda"
+  std::string device_name;  // e.g. "NVIDIA H200"
   std::string torch_version;
-  std::string stage = "all";    // how far the evaluation was asked to go
+  std::string stage = "all";  // how far the evaluation was asked to go
 
   Outcome outcome = Outcome::kPass;
-  std::string reason;           // one sentence: why it failed, or a summary when it passed
+  std::string reason;  // one sentence: why it failed, or a summary when it passed
   bool compiled = false;
   bool correct = false;
   std::vector<Violation> violations;
@@ -57,7 +57,7 @@ struct EvalResult {
   std::optional<double> eager_us, compile_us, candidate_us;
   std::optional<double> speedup_vs_eager, speedup_vs_compile;
 
-  std::optional<int> reward;    // set when the whole pipeline ran (stage "all") or it failed
+  std::optional<int> reward;  // set when the whole pipeline ran (stage "all") or it failed
   std::string reward_recipe;
   std::optional<double> log_speedup;  // continuous recipe: ln(compile_us / candidate_us)
 

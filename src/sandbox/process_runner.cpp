@@ -114,8 +114,8 @@ std::string ProcessResult::describe() const {
     return buffer;
   }
   if (memory_exceeded) {
-    std::snprintf(buffer, sizeof buffer, "exceeded its memory limit (%lld MB resident) and was killed",
-                  peak_rss_mb);
+    std::snprintf(buffer, sizeof buffer,
+                  "exceeded its memory limit (%lld MB resident) and was killed", peak_rss_mb);
     return buffer;
   }
   if (signal != 0) {

@@ -18,13 +18,13 @@ namespace cuda_agent {
 
 struct ProcessSpec {
   std::vector<std::string> argv;
-  std::filesystem::path cwd;                  // empty: inherit
-  std::map<std::string, std::string> env;     // added to (or replacing in) the parent's environment
+  std::filesystem::path cwd;               // empty: inherit
+  std::map<std::string, std::string> env;  // added to (or replacing in) the parent's environment
   double timeout_s = 60;
-  long long memory_limit_mb = 0;              // 0: none
+  long long memory_limit_mb = 0;  // 0: none
   bool isolate_network = true;
-  std::filesystem::path stdout_path;          // empty: discarded
-  std::filesystem::path stderr_path;          // empty: discarded
+  std::filesystem::path stdout_path;  // empty: discarded
+  std::filesystem::path stderr_path;  // empty: discarded
   /// A process started early, to load its libraries while the step before it runs, waits for a
   /// release (the harness's --wait-for). Until released_at_ns holds the steady-clock time of the
   /// release, wait_timeout_s bounds it; from the release on, timeout_s does.
@@ -35,20 +35,22 @@ struct ProcessSpec {
 };
 
 struct ProcessResult {
-  bool started = false;       // false: fork or exec failed; see error
-  int exit_code = -1;         // valid when the child exited
-  int signal = 0;             // nonzero when a signal ended it
+  bool started = false;  // false: fork or exec failed; see error
+  int exit_code = -1;    // valid when the child exited
+  int signal = 0;        // nonzero when a signal ended it
   bool timed_out = false;
   bool memory_exceeded = false;
-  bool interrupted = false;   // the user interrupted cuda-agent while it ran
-  bool cancelled = false;     // killed through ProcessSpec::cancel
+  bool interrupted = false;  // the user interrupted cuda-agent while it ran
+  bool cancelled = false;    // killed through ProcessSpec::cancel
   bool network_isolated = false;
   double wall_s = 0;
-  double limit_s = 0;         // the time limit that was exceeded, when timed_out
+  double limit_s = 0;  // the time limit that was exceeded, when timed_out
   long long peak_rss_mb = 0;
-  std::string error;          // why it could not start
+  std::string error;  // why it could not start
 
-  bool succeeded() const { return started && !timed_out && !memory_exceeded && signal == 0 && exit_code == 0; }
+  bool succeeded() const {
+    return started && !timed_out && !memory_exceeded && signal == 0 && exit_code == 0;
+  }
   /// One sentence: "exited with status 1", "killed by signal 11 (Segmentation fault)",
   /// "timed out after 10.0 s", "exceeded the memory limit of 4096 MB", ...
   std::string describe() const;

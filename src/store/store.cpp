@@ -36,7 +36,9 @@ CREATE TABLE IF NOT EXISTS evaluations (
 /// A prepared statement that finalizes itself.
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
   ~Statement() { sqlite3_finalize(stmt_); }
   bool ok() const { return rc_ == SQLITE_OK; }
   void bind(int i, const std::string& text) {
@@ -97,9 +99,10 @@ Status Store::exec(const std::string& sql) {
 }
 
 Status Store::put_workspace(const WorkspaceRecord& r) {
-  Statement st(db_,
-               "INSERT OR REPLACE INTO workspaces (path, task_path, task_sha256, task_source, device,"
-               " checksums) VALUES (?, ?, ?, ?, ?, ?)");
+  Statement st(
+      db_,
+      "INSERT OR REPLACE INTO workspaces (path, task_path, task_sha256, task_source, device,"
+      " checksums) VALUES (?, ?, ?, ?, ?, ?)");
   if (!st.ok()) return error("prepare");
   st.bind(1, r.path);
   st.bind(2, r.task_path);
@@ -120,7 +123,8 @@ Status Store::get_workspace(const std::string& path, WorkspaceRecord* r) {
   int rc = st.step();
   if (rc == SQLITE_DONE) {
     return Status::NotFound("workspace " + path + " was not laid out with the run store " +
-                            path_.string() + " (run `cuda-agent init`, or pass the --store it used)");
+                            path_.string() +
+                            " (run `cuda-agent init`, or pass the --store it used)");
   }
   if (rc != SQLITE_ROW) return error("read workspace");
   r->path = st.text(0);
@@ -162,8 +166,9 @@ Status Store::add_evaluation(const nlohmann::json& result, long long* id) {
                " VALUES (?, ?, ?, ?, ?)");
   if (!st.ok()) return error("prepare");
   auto text = [&](const nlohmann::json::json_pointer& pointer) {
-    return result.contains(pointer) && result[pointer].is_string() ? result[pointer].get<std::string>()
-                                                                   : std::string();
+    return result.contains(pointer) && result[pointer].is_string()
+               ? result[pointer].get<std::string>()
+               : std::string();
   };
   st.bind(1, text("/task/id"_json_pointer));
   st.bind(2, text("/task/sha256"_json_pointer));

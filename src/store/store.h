@@ -20,12 +20,13 @@
 namespace cuda_agent {
 
 struct WorkspaceRecord {
-  std::string path;           // canonical absolute path of the workspace folder
+  std::string path;  // canonical absolute path of the workspace folder
   std::string task_path;
   std::string task_sha256;
-  std::string task_source;    // the reference is always run from this text, never the workspace's copy
-  std::string device;         // "cpu" or "cuda"
-  nlohmann::json checksums;   // relative path -> sha256 of every read-only infrastructure file
+  std::string
+      task_source;     // the reference is always run from this text, never the workspace's copy
+  std::string device;  // "cpu" or "cuda"
+  nlohmann::json checksums;  // relative path -> sha256 of every read-only infrastructure file
 };
 
 class Store {

@@ -17,7 +17,8 @@ Status check_task_source(const std::string& source, const std::string& path) {
   static const std::vector<Required> kRequired = {
       {"class Model", std::regex(R"(^class\s+Model\s*[(:])", std::regex::multiline)},
       {"def get_inputs()", std::regex(R"(^def\s+get_inputs\s*\()", std::regex::multiline)},
-      {"def get_init_inputs()", std::regex(R"(^def\s+get_init_inputs\s*\()", std::regex::multiline)},
+      {"def get_init_inputs()",
+       std::regex(R"(^def\s+get_init_inputs\s*\()", std::regex::multiline)},
   };
   std::vector<std::string> missing;
   for (const auto& required : kRequired) {

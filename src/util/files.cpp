@@ -53,8 +53,10 @@ TempDir::~TempDir() {
 }
 
 fs::path default_cache_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "cuda-agent";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "cuda-agent";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return fs::path(xdg) / "cuda-agent";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".cache" / "cuda-agent";
   return fs::temp_directory_path() / "cuda-agent-cache";
 }
 

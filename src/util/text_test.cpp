@@ -27,8 +27,8 @@ TEST(TrimLines, LongTextKeepsHeadAndTailAndSaysWhatWasCut) {
 TEST(CompilerLog, FirstErrorIsLiftedOutBeforeTheLog) {
   std::string log = numbered_lines(200) +
                     "kernels/a.cu(12): error: identifier \"blockIdy\" is undefined\n"
-                    "      int i = blockIdy.x;\n" + numbered_lines(200) +
-                    "kernels/a.cu(40): error: second\n";
+                    "      int i = blockIdy.x;\n" +
+                    numbered_lines(200) + "kernels/a.cu(40): error: second\n";
   std::string first = first_compiler_error(log);
   EXPECT_EQ(first.rfind("kernels/a.cu(12): error: identifier", 0), 0u);
   std::string report = trim_compiler_log(log);

@@ -13,8 +13,8 @@ namespace fs = std::filesystem;
 
 /// Infrastructure copied from the templates, relative to the workspace root.
 const char* kInfrastructure[] = {
-    "SKILL.md", "utils/__init__.py", "utils/kernels.py", "utils/compile.py",
-    "utils/verify.py", "utils/profile.py", "utils/_stage.py",
+    "SKILL.md",        "utils/__init__.py", "utils/kernels.py", "utils/compile.py",
+    "utils/verify.py", "utils/profile.py",  "utils/_stage.py",
 };
 
 Status make_read_only(const fs::path& path) {
@@ -84,8 +84,8 @@ Status init_workspace(const Task& task, const fs::path& dir, const InitOptions& 
     s = make_read_only(dir / relative);
     if (!s.ok()) return s;
   }
-  *record = WorkspaceRecord{key, task.path.string(), task.sha256, task.source, options.device,
-                            checksums};
+  *record =
+      WorkspaceRecord{key, task.path.string(), task.sha256, task.source, options.device, checksums};
   return store->put_workspace(*record);
 }
 
@@ -101,7 +101,8 @@ Status verify_workspace(const fs::path& dir, Store* store, WorkspaceRecord* reco
     expected.insert(relative);
     std::string actual;
     s = checksum(dir / relative, &actual);
-    if (!s.ok()) return Status::Corruption("read-only file " + relative + " is missing from the workspace");
+    if (!s.ok())
+      return Status::Corruption("read-only file " + relative + " is missing from the workspace");
     if (actual != sha.get<std::string>()) {
       return Status::Corruption("read-only file " + relative +
                                 " was modified; infrastructure files must stay as laid out");
@@ -111,9 +112,10 @@ Status verify_workspace(const fs::path& dir, Store* store, WorkspaceRecord* reco
     std::string relative = "utils/" + entry.path().filename().string();
     if (entry.path().filename() == "__pycache__") continue;
     if (!expected.count(relative)) {
-      return Status::Corruption("file " + relative +
-                                " was added to the read-only utils/ folder; put your code in kernels/"
-                                " or model_new.py");
+      return Status::Corruption(
+          "file " + relative +
+          " was added to the read-only utils/ folder; put your code in kernels/"
+          " or model_new.py");
     }
   }
   return Status::OK();

@@ -23,14 +23,14 @@
 namespace cuda_agent {
 
 struct InitOptions {
-  std::string device = "cpu";                  // "cpu" or "cuda"
-  std::filesystem::path template_dir;          // harness/workspace
-  std::filesystem::path binary;                // written into .cuda-agent/workspace.json
+  std::string device = "cpu";          // "cpu" or "cuda"
+  std::filesystem::path template_dir;  // harness/workspace
+  std::filesystem::path binary;        // written into .cuda-agent/workspace.json
 };
 
 /// Lays out a workspace for task in dir (which must be missing or empty) and records it in store.
-Status init_workspace(const Task& task, const std::filesystem::path& dir, const InitOptions& options,
-                      Store* store, WorkspaceRecord* record);
+Status init_workspace(const Task& task, const std::filesystem::path& dir,
+                      const InitOptions& options, Store* store, WorkspaceRecord* record);
 
 /// Looks the workspace up in store and proves its read-only files are unchanged. On success
 /// record holds the task text the reference must be run from. A changed, missing or added file is

@@ -16,8 +16,9 @@ class WorkspaceTest : public ::testing::Test {
     ASSERT_TRUE(Store::Open(dir_.path() / "store.sqlite", &store_).ok());
     task_.path = dir_.path() / "task.py";
     task_.id = "task";
-    task_.source = "class Model:\n    pass\ndef get_inputs():\n    return []\n"
-                   "def get_init_inputs():\n    return []\n";
+    task_.source =
+        "class Model:\n    pass\ndef get_inputs():\n    return []\n"
+        "def get_init_inputs():\n    return []\n";
     task_.sha256 = "unused-by-these-tests";
     options_.template_dir = harness_dir() / "workspace";
     options_.binary = "/usr/bin/cuda-agent";
@@ -34,9 +35,9 @@ class WorkspaceTest : public ::testing::Test {
 };
 
 TEST_F(WorkspaceTest, LaysOutTheReleaseLayout) {
-  for (const char* f : {"SKILL.md", "model.py", "model_new.py", "utils/kernels.py",
-                        "utils/compile.py", "utils/verify.py", "utils/profile.py",
-                        ".cuda-agent/workspace.json"}) {
+  for (const char* f :
+       {"SKILL.md", "model.py", "model_new.py", "utils/kernels.py", "utils/compile.py",
+        "utils/verify.py", "utils/profile.py", ".cuda-agent/workspace.json"}) {
     EXPECT_TRUE(fs::is_regular_file(ws_ / f)) << f;
   }
   EXPECT_TRUE(fs::is_directory(ws_ / "kernels"));
