@@ -56,6 +56,18 @@ std::string format_ratio(const std::optional<double>& x) {
   return buffer;
 }
 
+/// "p10-p90" of one implementation's timed calls, from the profile stage's data.
+std::string format_spread(const nlohmann::json& data, const char* impl) {
+  if (!data.is_object() || !data.contains(impl) || !data[impl].is_object()) return "-";
+  const nlohmann::json& timing = data[impl];
+  if (!timing.contains("p10_us") || !timing.contains("p90_us") || !timing["p10_us"].is_number() ||
+      !timing["p90_us"].is_number()) {
+    return "-";
+  }
+  return format_us(timing["p10_us"].get<double>()) + "-" +
+         format_us(timing["p90_us"].get<double>());
+}
+
 }  // namespace
 
 const char* outcome_name(Outcome outcome) {
@@ -175,6 +187,10 @@ std::string format_summary(const EvalResult& r) {
   if (r.candidate_us || r.eager_us) {
     out += "  time     eager " + format_us(r.eager_us) + "   torch.compile " +
            format_us(r.compile_us) + "   candidate " + format_us(r.candidate_us) + "\n";
+    out += "  spread   p10-p90 of the timed calls: eager " +
+           format_spread(r.profile.data, "eager") + "   torch.compile " +
+           format_spread(r.profile.data, "compile") + "   candidate " +
+           format_spread(r.profile.data, "candidate") + "\n";
     out += "  speedup  vs eager " + format_ratio(r.speedup_vs_eager) + "   vs torch.compile " +
            format_ratio(r.speedup_vs_compile) + "\n";
   }

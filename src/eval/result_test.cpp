@@ -27,6 +27,22 @@ TEST(EvalResult, RoundTripsThroughJson) {
   EXPECT_EQ(back.to_json(), j);
 }
 
+TEST(EvalResult, SummaryShowsTimesWithTheirSpread) {
+  EvalResult r;
+  r.task_id = "relu";
+  r.device = "cuda";
+  r.eager_us = 480;
+  r.compile_us = 230;
+  r.candidate_us = 2030;
+  r.profile.data = {{"candidate", {{"p10_us", 1900.0}, {"p90_us", 2100.5}}}};
+  std::string text = format_summary(r);
+  EXPECT_NE(text.find("eager 480.0 us   torch.compile 230.0 us   candidate 2.030 ms"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("candidate 1.900 ms-2.100 ms"), std::string::npos) << text;
+  EXPECT_NE(text.find("eager -"), std::string::npos) << text;
+}
+
 TEST(EvalResult, SummaryNamesOutcomeReasonAndReward) {
   EvalResult r;
   r.task_id = "relu";
