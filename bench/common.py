@@ -36,7 +36,9 @@ def scaled_task(folder: Path, rows: int) -> Path:
 def variant(device: str, dst: Path, edits: list[tuple[str, str, str]]) -> Path:
     """A copy of the example's candidate for device with edits applied: (file, old, new), where
     file is relative to the candidate folder. Each old text must be present."""
-    shutil.copytree(EXAMPLE / device, dst)
+    dst.mkdir(parents=True)
+    shutil.copy(EXAMPLE / "model_new.py", dst / "model_new.py")
+    shutil.copytree(EXAMPLE / f"kernels_{device}", dst / "kernels")
     for file, old, new in edits:
         path = dst / file
         text = path.read_text()

@@ -67,7 +67,7 @@ Status init_workspace(const Task& task, const fs::path& dir, const InitOptions& 
   checksums["model.py"] = sha256_hex(task.source);
 
   std::string model_new;
-  s = read_file(options.template_dir / ("model_new." + options.device + ".py"), &model_new);
+  s = read_file(options.template_dir / "model_new.py", &model_new);
   if (!s.ok()) return Status::NotFound("workspace template missing: " + s.message());
   s = write_file_atomic(dir / "model_new.py", model_new);
   if (!s.ok()) return s;

@@ -132,8 +132,8 @@ def test_workspace_flow_and_tampered_infrastructure(agent, task, tmp_path):
     assert "no .cpp source" in result.stdout
 
     # Put the example candidate in, evaluate through the workspace's own entry point.
-    (ws / "model_new.py").write_text((EXAMPLE / "cpu" / "model_new.py").read_text())
-    (ws / "kernels" / "k.cpp").write_text((EXAMPLE / "cpu" / "kernels" / "scale_bias_relu.cpp").read_text())
+    (ws / "model_new.py").write_text((EXAMPLE / "model_new.py").read_text())
+    (ws / "kernels" / "k.cpp").write_text((EXAMPLE / "kernels_cpu" / "scale_bias_relu.cpp").read_text())
     verify = subprocess.run(["python3", "utils/verify.py"], cwd=ws, capture_output=True, text=True,
                             timeout=600)
     assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -5,7 +5,7 @@ import torch.nn as nn
 from utils.kernels import load
 
 lib = load()
-# Bind the extern "C" entry points you write in kernels/*.cpp, for example:
+# Bind the extern "C" entry points you write in kernels/ (.cu for cuda, .cpp for cpu), for example:
 # my_op = lib.bind("my_op", "tensor", "tensor", "i64", "stream")
 
 
