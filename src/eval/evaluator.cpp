@@ -455,6 +455,49 @@ Status Evaluator::profile(Run& run, Pending& timing, EvalResult* r) {
   return Status::OK();
 }
 
+void Evaluator::start_steps(Run& run, Steps* steps) {
+  run.seed = draw_seed();
+  run.init_seed = draw_seed();
+  // Known before the compile ends: a link to the built library is made here once it exists.
+  run.library = run.dir.path() / "libkernels.so";
+  const std::string init = (run.dir.path() / "init.pt").string();
+  const std::string verify_inputs = (run.dir.path() / "verify_inputs.pt").string();
+  const std::string out = (run.dir.path() / "candidate_out.pt").string();
+  const std::string seed = std::to_string(run.init_seed);
+  steps->prepare = launch(run, "prepare.py",
+                          {"--task", run.task_file.string(), "--device", options_.device, "--seed",
+                           std::to_string(run.seed), "--init-seed", seed, "--verify-sets",
+                           std::to_string(options_.verify_sets), "--profile-sets",
+                           std::to_string(options_.profile_sets), "--out", run.dir.path().string()},
+                          options_.trusted_timeout_s, false, false);
+  steps->candidate = launch(
+      run, "run_candidate.py",
+      {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(), "--init", init,
+       "--inputs", verify_inputs, "--init-seed", seed, "--device", options_.device, "--out", out},
+      options_.verify_timeout_s, true, true);
+  steps->check =
+      launch(run, "check.py",
+             {"--task", run.task_file.string(), "--init", init, "--inputs", verify_inputs,
+              "--candidate-out", out, "--init-seed", seed, "--device", options_.device, "--atol",
+              fixed(options_.atol, 8), "--rtol", fixed(options_.rtol, 8)},
+             options_.trusted_timeout_s, false, true);
+  if (options_.stage != "verify") {
+    steps->timing =
+        launch(run, "profile.py", {"--impl",       "candidate",
+                                   "--task",       run.task_file.string(),
+                                   "--workspace",  run.workspace.string(),
+                                   "--kernel-lib", run.library.string(),
+                                   "--init",       init,
+                                   "--inputs",     (run.dir.path() / "profile_inputs.pt").string(),
+                                   "--init-seed",  seed,
+                                   "--device",     options_.device,
+                                   "--warmup",     std::to_string(options_.warmup),
+                                   "--iters",      std::to_string(options_.iters),
+                                   "--flush-mb",   fixed(options_.flush_mb, 1)},
+               options_.profile_timeout_s, true, true);
+  }
+}
+
 Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   *r = EvalResult();
   r->device = options_.device;
@@ -501,50 +544,8 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   s = write_file_atomic(run.task_file, run.record.task_source);
   if (!s.ok()) return s;
 
-  // Every harness process starts now: their imports (seconds each) overlap the compile and each
-  // other. prepare runs at once; the others wait for their release (PROTOCOL.md, --wait-for).
-  std::unique_ptr<Pending> prepare_step, candidate, check, timing;
-  if (options_.stage != "compile") {
-    run.seed = draw_seed();
-    run.init_seed = draw_seed();
-    // Known before the compile ends: a link to the built library is made here once it exists.
-    run.library = run.dir.path() / "libkernels.so";
-    const std::string init = (run.dir.path() / "init.pt").string();
-    const std::string verify_inputs = (run.dir.path() / "verify_inputs.pt").string();
-    const std::string out = (run.dir.path() / "candidate_out.pt").string();
-    const std::string seed = std::to_string(run.init_seed);
-    prepare_step = launch(run, "prepare.py",
-                          {"--task", run.task_file.string(), "--device", options_.device, "--seed",
-                           std::to_string(run.seed), "--init-seed", seed, "--verify-sets",
-                           std::to_string(options_.verify_sets), "--profile-sets",
-                           std::to_string(options_.profile_sets), "--out", run.dir.path().string()},
-                          options_.trusted_timeout_s, false, false);
-    candidate = launch(run, "run_candidate.py",
-                       {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(),
-                        "--init", init, "--inputs", verify_inputs, "--init-seed", seed, "--device",
-                        options_.device, "--out", out},
-                       options_.verify_timeout_s, true, true);
-    check = launch(run, "check.py",
-                   {"--task", run.task_file.string(), "--init", init, "--inputs", verify_inputs,
-                    "--candidate-out", out, "--init-seed", seed, "--device", options_.device,
-                    "--atol", fixed(options_.atol, 8), "--rtol", fixed(options_.rtol, 8)},
-                   options_.trusted_timeout_s, false, true);
-    if (options_.stage != "verify") {
-      timing = launch(run, "profile.py",
-                      {"--impl",       "candidate",
-                       "--task",       run.task_file.string(),
-                       "--workspace",  run.workspace.string(),
-                       "--kernel-lib", run.library.string(),
-                       "--init",       init,
-                       "--inputs",     (run.dir.path() / "profile_inputs.pt").string(),
-                       "--init-seed",  seed,
-                       "--device",     options_.device,
-                       "--warmup",     std::to_string(options_.warmup),
-                       "--iters",      std::to_string(options_.iters),
-                       "--flush-mb",   fixed(options_.flush_mb, 1)},
-                      options_.profile_timeout_s, true, true);
-    }
-  }
+  Steps steps;
+  if (options_.stage != "compile") start_steps(run, &steps);
 
   progress("compile: building kernels/ for " + options_.device);
   CompileReport compiled;
@@ -585,9 +586,9 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
 
   auto prepare_start = Clock::now();
   progress("verify: drawing inputs and weights from a fresh secret seed");
-  s = prepare(run, *prepare_step, r);
+  s = prepare(run, *steps.prepare, r);
   if (!s.ok()) return s;
-  s = verify(run, *candidate, *check, r);
+  s = verify(run, *steps.candidate, *steps.check, r);
   if (!s.ok()) return s;
   r->verify.seconds = seconds_since(prepare_start);
   progress("verify: " + r->verify.status + " (" + fixed(r->verify.seconds, 2) + " s)");
@@ -596,7 +597,7 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     return finish();
   }
 
-  s = profile(run, *timing, r);
+  s = profile(run, *steps.timing, r);
   if (!s.ok()) return s;
   progress("profile: " + r->profile.status + " (" + fixed(r->profile.seconds, 2) + " s)");
   if (r->passed()) {

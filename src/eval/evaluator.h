@@ -69,6 +69,14 @@ class Evaluator {
                                   const std::vector<std::string>& args, double timeout_s,
                                   bool candidate, bool gated);
 
+  /// The harness processes of verify and profile. All start together with the compile, so their
+  /// imports (seconds each) overlap it and each other: prepare runs at once, the others wait for
+  /// their release (PROTOCOL.md, --wait-for). Any not released when Steps goes away is cancelled.
+  struct Steps {
+    std::unique_ptr<Pending> prepare, candidate, check, timing;  // timing: not for stage verify
+  };
+  void start_steps(Run& run, Steps* steps);
+
   Status prepare(Run& run, Pending& prepare, EvalResult* result);
   Status verify(Run& run, Pending& candidate, Pending& check, EvalResult* result);
   Status profile(Run& run, Pending& timing, EvalResult* result);
