@@ -528,6 +528,18 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   r->task_id = fs::path(run.record.task_path).stem().string();
 
   auto finish = [&]() -> Status {
+    // Candidate code ran with the workspace writable to it: prove again that the infrastructure
+    // is as it was, so a change made during this evaluation cannot carry into the next.
+    if (r->passed() && !run.timings.empty()) {
+      WorkspaceRecord again;
+      if (Status after = verify_workspace(run.workspace, store_, &again);
+          after.code() == Status::Code::kCorruption) {
+        r->outcome = Outcome::kViolation;
+        r->violations.push_back(
+            {"infrastructure_modified", after.message() + " during the evaluation"});
+        r->reason = r->violations.back().detail;
+      }
+    }
     if (options_.stage == "all" || options_.stage == "profile" || !r->passed()) {
       Status rs = apply_reward(options_.recipe, r);
       if (!rs.ok()) return rs;

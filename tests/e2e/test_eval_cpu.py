@@ -158,3 +158,22 @@ def test_show_prints_a_stored_evaluation(agent, task, candidate):
     assert shown.returncode == 0
     assert "PASS  scale_bias_relu on cpu" in shown.stdout
     assert "outputs match on 5 input sets" in shown.stdout
+
+
+def test_infrastructure_changed_by_the_candidate_during_evaluation_is_a_violation(agent, task, tmp_path):
+    ws = tmp_path / "ws"
+    assert agent.run("init", str(task), str(ws), "--device", "cpu").returncode == 0
+    (ws / "kernels" / "k.cpp").write_text((EXAMPLE / "kernels_cpu" / "scale_bias_relu.cpp").read_text())
+    # A correct model_new.py that, when imported, rewrites the read-only reference for next time.
+    (ws / "model_new.py").write_text(
+        "import os\n"
+        "os.chmod('model.py', 0o644)\n"
+        "with open('model.py', 'a') as f:\n"
+        "    f.write('# easier next time\\n')\n" + (EXAMPLE / "model_new.py").read_text())
+    result = agent.run("eval", str(ws), "--device", "cpu", "--stage", "verify", "--json",
+                       "--cache-dir", str(agent.cache))
+    assert result.returncode == 1, result.stderr
+    r = json.loads(result.stdout)
+    assert r["outcome"] == "violation" and r["reward"] == -1
+    assert r["violations"][0]["rule"] == "infrastructure_modified"
+    assert "model.py" in r["reason"] and "during the evaluation" in r["reason"]
