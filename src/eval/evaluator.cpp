@@ -1,9 +1,9 @@
 #include "eval/evaluator.h"
 
 #include <chrono>
-#include <future>
 #include <random>
 
+#include "eval/harness.h"
 #include "eval/reward.h"
 #include "util/files.h"
 #include "util/hash.h"
@@ -24,7 +24,7 @@ struct Evaluator::Run {
   unsigned long long seed = 0;       // secret: never given to a candidate process
   unsigned long long init_seed = 0;  // weights; the candidate builds ModelNew with it
   nlohmann::json prepared;           // prepare.py's report
-  int processes = 0;                 // numbers log files
+  std::unique_ptr<Harness> harness;  // starts the harness processes, files in dir
   nlohmann::json timings = nlohmann::json::array();  // one entry per harness process
 };
 
@@ -46,28 +46,6 @@ std::string fixed(double value, int digits) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.*f", digits, value);
   return buffer;
-}
-
-/// A field of a harness report, or def when it is missing or of another type. Reports from a
-/// candidate's process are written by code we do not trust, so no shape is assumed.
-template <typename T>
-T field(const nlohmann::json& j, const char* key, T def) {
-  if (!j.is_object()) return def;
-  auto it = j.find(key);
-  if (it == j.end()) return def;
-  if constexpr (std::is_same_v<T, bool>) {
-    return it->is_boolean() ? it->template get<bool>() : def;
-  } else if constexpr (std::is_arithmetic_v<T>) {
-    return it->is_number() ? it->template get<T>() : def;
-  } else if constexpr (std::is_same_v<T, std::string>) {
-    return it->is_string() ? it->template get<std::string>() : def;
-  } else {
-    return it->type() == def.type() ? *it : def;
-  }
-}
-
-std::string field(const nlohmann::json& j, const char* key, const char* def) {
-  return field<std::string>(j, key, def);
 }
 
 /// Last lines of a stderr log, which for Python is where the exception or the faulthandler
@@ -99,13 +77,13 @@ bool candidate_failed(const std::string& what, const ProcessResult& p, const nlo
     r->reason = "the candidate's " + what + " process " + p.describe() +
                 " without writing its report: " + last_line(stderr_text);
   } else {
-    for (const auto& v : field(report, "violations", nlohmann::json::array())) {
-      r->violations.push_back({field(v, "rule", "unknown"), field(v, "detail", "")});
+    for (const auto& v : report_field(report, "violations", nlohmann::json::array())) {
+      r->violations.push_back({report_field(v, "rule", "unknown"), report_field(v, "detail", "")});
     }
-    if (field(report, "ok", false) && r->violations.empty()) return false;
-    std::string kind = field(report, "error_kind", "exception");
-    std::string error = field(report, "error", "no reason given");
-    std::string traceback = field(report, "traceback", "");
+    if (report_field(report, "ok", false) && r->violations.empty()) return false;
+    std::string kind = report_field(report, "error_kind", "exception");
+    std::string error = report_field(report, "error", "no reason given");
+    std::string traceback = report_field(report, "traceback", "");
     if (!traceback.empty()) stage->log = traceback;
     if (kind == "violation" || !r->violations.empty()) {
       r->outcome = Outcome::kViolation;
@@ -144,118 +122,14 @@ void Evaluator::progress(const std::string& line) const {
   if (progress_) progress_(line);
 }
 
-struct Evaluator::Call {
-  std::string script;
-  ProcessSpec spec;
-  fs::path report_path;
-  fs::path gate;  // empty: starts at once; else waits for a release written here
-};
-
-struct Evaluator::HarnessResult {
-  ProcessResult process;
-  nlohmann::json report;  // null when the process wrote none
-  std::string output;     // stdout and stderr
-};
-
-/// A gated harness process running in the background. Whatever path the evaluation takes, it is
-/// released (with "go" or an abort) and waited for before this object goes away.
-class Evaluator::Pending {
- public:
-  Pending(const Evaluator* evaluator, Call call) : call_(std::move(call)) {
-    future_ =
-        std::async(std::launch::async, [evaluator, c = call_] { return evaluator->execute(c); });
-  }
-  ~Pending() {
-    if (!released_) abort();
-    if (future_.valid()) future_.wait();
-  }
-  /// Lets the process proceed (a gated one) and waits for it to end.
-  HarnessResult go() {
-    release(true);
-    return future_.get();
-  }
-  /// Calls the step off: the process is told so, and killed if it is still starting up.
-  void abort() {
-    release(false);
-    call_.spec.cancel->store(true);
-  }
-  const Call& call() const { return call_; }
-
- private:
-  void release(bool go) {
-    if (released_) return;
-    released_ = true;
-    if (call_.gate.empty()) return;
-    call_.spec.released_at_ns->store(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-            .count());
-    write_file_atomic(call_.gate, go ? "go" : "abort");
-  }
-  Call call_;
-  std::future<HarnessResult> future_;
-  bool released_ = false;
-};
-
-Evaluator::Call Evaluator::make_call(Run& run, const std::string& script,
-                                     const std::vector<std::string>& args, double timeout_s,
-                                     bool candidate, bool gated) const {
-  int n = ++run.processes;
-  fs::path logs = run.dir.path() / "logs";
-  fs::create_directories(logs);
-  std::string stem = std::to_string(n) + "-" + script.substr(0, script.find('.'));
-  Call call;
-  call.script = script;
-  call.report_path = run.dir.path() / (stem + ".report.json");
-  ProcessSpec& spec = call.spec;
-  // -E -s: no PYTHON* variables, no user site. pycache_prefix: bytecode never comes from (or goes
-  // to) a __pycache__ folder the candidate could have planted.
-  spec.argv = {options_.python,
-               "-E",
-               "-s",
-               "-X",
-               "pycache_prefix=" + (run.dir.path() / "pycache").string(),
-               (options_.harness_dir / script).string()};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.argv.insert(spec.argv.end(), {"--report", call.report_path.string()});
-  if (gated) {
-    call.gate = run.dir.path() / (stem + ".gate");
-    spec.argv.insert(spec.argv.end(), {"--wait-for", call.gate.string()});
-    spec.released_at_ns = std::make_shared<std::atomic<long long>>(0);
-    // Before its release a gated process waits for the trusted steps, torch.compile included.
-    spec.wait_timeout_s = 3 * options_.trusted_timeout_s + options_.verify_timeout_s;
-  }
-  spec.cancel = std::make_shared<std::atomic<bool>>(false);
-  spec.cwd = candidate ? run.workspace : run.dir.path();
-  if (candidate) spec.env["CUDA_AGENT_KERNEL_LIB"] = run.library.string();
-  spec.timeout_s = timeout_s;
-  spec.memory_limit_mb = options_.memory_limit_mb;
-  spec.stdout_path = logs / (stem + ".out");
-  spec.stderr_path = logs / (stem + ".err");
-  return call;
-}
-
-Evaluator::HarnessResult Evaluator::execute(const Call& call) const {
-  HarnessResult result;
-  result.process = runner_->run(call.spec);
-  std::string out, err;
-  read_file(call.spec.stdout_path, &out);
-  read_file(call.spec.stderr_path, &err);
-  result.output = out.empty() ? err : out + "\n" + err;
-  std::string text;
-  if (read_file(call.report_path, &text).ok()) {
-    nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
-    if (parsed.is_object()) result.report = std::move(parsed);
-  }
-  return result;
-}
-
-Status Evaluator::record(Run& run, const Call& call, const HarnessResult& result) const {
+Status Evaluator::record(Run& run, const HarnessCall& call, const HarnessResult& result) const {
   const ProcessResult& p = result.process;
-  run.timings.push_back({{"script", call.script},
-                         {"wall_s", p.wall_s},
-                         {"peak_rss_mb", p.peak_rss_mb},
-                         {"gated", !call.gate.empty()},
-                         {"phases", field(result.report, "phases", nlohmann::json::object())}});
+  run.timings.push_back(
+      {{"script", call.script},
+       {"wall_s", p.wall_s},
+       {"peak_rss_mb", p.peak_rss_mb},
+       {"gated", !call.gate.empty()},
+       {"phases", report_field(result.report, "phases", nlohmann::json::object())}});
   if (!p.started || p.exit_code == 127) {
     return Status::NotFound("cannot run " + options_.python + " for the harness (" + p.describe() +
                             "); install Python 3 with torch, or pass --python");
@@ -266,35 +140,43 @@ Status Evaluator::record(Run& run, const Call& call, const HarnessResult& result
 Status Evaluator::run_harness(Run& run, const std::string& script,
                               const std::vector<std::string>& args, double timeout_s,
                               bool candidate, HarnessResult* result) {
-  Call call = make_call(run, script, args, timeout_s, candidate, false);
-  *result = execute(call);
-  return record(run, call, *result);
+  HarnessStep step(run.harness.get(), make_call(run, script, args, timeout_s, candidate, false));
+  *result = step.go();
+  return record(run, step.call(), *result);
 }
 
-std::unique_ptr<Evaluator::Pending> Evaluator::launch(Run& run, const std::string& script,
-                                                      const std::vector<std::string>& args,
-                                                      double timeout_s, bool candidate,
-                                                      bool gated) {
-  return std::make_unique<Pending>(this, make_call(run, script, args, timeout_s, candidate, gated));
+HarnessCall Evaluator::make_call(Run& run, const std::string& script,
+                                 const std::vector<std::string>& args, double timeout_s,
+                                 bool candidate, bool gated) {
+  if (!candidate) return run.harness->call(script, args, timeout_s, run.dir.path(), {}, gated);
+  return run.harness->call(script, args, timeout_s, run.workspace,
+                           {{"CUDA_AGENT_KERNEL_LIB", run.library.string()}}, gated);
 }
 
-Status Evaluator::prepare(Run& run, Pending& prepare, EvalResult* r) {
+std::unique_ptr<HarnessStep> Evaluator::launch(Run& run, const std::string& script,
+                                               const std::vector<std::string>& args,
+                                               double timeout_s, bool candidate, bool gated) {
+  return std::make_unique<HarnessStep>(run.harness.get(),
+                                       make_call(run, script, args, timeout_s, candidate, gated));
+}
+
+Status Evaluator::prepare(Run& run, HarnessStep& prepare, EvalResult* r) {
   HarnessResult h = prepare.go();
   Status s = record(run, prepare.call(), h);
   if (!s.ok()) return s;
   if (h.process.interrupted) return Status::Internal("interrupted");
-  if (h.report.is_null() || !field(h.report, "ok", false)) {
+  if (h.report.is_null() || !report_field(h.report, "ok", false)) {
     std::string why = h.report.is_null() ? h.process.describe() + ": " + last_line(h.output)
-                                         : field(h.report, "error", "unknown error");
+                                         : report_field(h.report, "error", "unknown error");
     return Status::InvalidArgument("the task " + r->task_path + " does not run: " + why);
   }
   run.prepared = h.report;
-  r->device_name = field(h.report, "device_name", "");
-  r->torch_version = field(h.report, "torch", "");
+  r->device_name = report_field(h.report, "device_name", "");
+  r->torch_version = report_field(h.report, "torch", "");
   return Status::OK();
 }
 
-Status Evaluator::verify(Run& run, Pending& candidate, Pending& check, EvalResult* r) {
+Status Evaluator::verify(Run& run, HarnessStep& candidate, HarnessStep& check, EvalResult* r) {
   progress("verify: running the candidate on " + std::to_string(options_.verify_sets) +
            " fresh input sets");
   HarnessResult h = candidate.go();
@@ -321,22 +203,22 @@ Status Evaluator::verify(Run& run, Pending& candidate, Pending& check, EvalResul
     return Status::Internal("the trusted checker " + h.process.describe() + ": " +
                             last_line(h.output));
   }
-  if (!field(report, "ok", false)) {
-    std::string kind = field(report, "error_kind", "");
+  if (!report_field(report, "ok", false)) {
+    std::string kind = report_field(report, "error_kind", "");
     if (kind == "task") {
       return Status::InvalidArgument("the task " + r->task_path +
-                                     " does not run: " + field(report, "error", ""));
+                                     " does not run: " + report_field(report, "error", ""));
     }
     r->outcome = Outcome::kRuntimeError;
-    r->reason = "the candidate's outputs could not be read: " + field(report, "error", "");
+    r->reason = "the candidate's outputs could not be read: " + report_field(report, "error", "");
     r->verify.status = "failed";
     r->verify.detail = r->reason;
     return Status::OK();
   }
   if (report.contains("inputs_modified") && report["inputs_modified"].is_object()) {
     const auto& m = report["inputs_modified"];
-    std::string detail = "forward modified input " + std::to_string(field(m, "input", 0)) +
-                         " of input set " + std::to_string(field(m, "set", 0)) +
+    std::string detail = "forward modified input " + std::to_string(report_field(m, "input", 0)) +
+                         " of input set " + std::to_string(report_field(m, "set", 0)) +
                          "; inputs must be left unchanged";
     r->violations.push_back({"inputs_modified", detail});
     r->outcome = Outcome::kViolation;
@@ -345,19 +227,19 @@ Status Evaluator::verify(Run& run, Pending& candidate, Pending& check, EvalResul
     r->verify.detail = detail;
     return Status::OK();
   }
-  if (!field(report, "correct", false)) {
-    const auto& m = field(report, "mismatch", nlohmann::json::object());
+  if (!report_field(report, "correct", false)) {
+    const auto& m = report_field(report, "mismatch", nlohmann::json::object());
     r->outcome = Outcome::kMismatch;
-    r->reason = field(m, "detail", std::string("outputs differ from the reference"));
+    r->reason = report_field(m, "detail", std::string("outputs differ from the reference"));
     r->verify.status = "failed";
     r->verify.detail = r->reason;
     return Status::OK();
   }
   r->correct = true;
   r->verify.status = "ok";
-  r->verify.detail = "outputs match on " + std::to_string(field(report, "sets", 0)) +
-                     " input sets (max abs diff " + fixed(field(report, "max_abs_diff", 0.0), 6) +
-                     ")";
+  r->verify.detail = "outputs match on " + std::to_string(report_field(report, "sets", 0)) +
+                     " input sets (max abs diff " +
+                     fixed(report_field(report, "max_abs_diff", 0.0), 6) + ")";
   return Status::OK();
 }
 
@@ -367,8 +249,8 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
                              {"impl", impl},
                              {"task_sha256", run.record.task_sha256},
                              {"device", options_.device},
-                             {"device_name", field(run.prepared, "device_name", "")},
-                             {"torch", field(run.prepared, "torch", "")},
+                             {"device_name", report_field(run.prepared, "device_name", "")},
+                             {"torch", report_field(run.prepared, "torch", "")},
                              {"warmup", options_.warmup},
                              {"iters", options_.iters},
                              {"flush_mb", options_.flush_mb},
@@ -381,7 +263,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
     if (cached) {
       *data = *cached;
       (*data)["cached"] = true;
-      if (field(*cached, "ok", false)) *median_us = field(*cached, "median_us", 0.0);
+      if (report_field(*cached, "ok", false)) *median_us = report_field(*cached, "median_us", 0.0);
       return Status::OK();
     }
   }
@@ -406,12 +288,12 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
   report["settings"] = settings;
   *data = report;
   (*data)["cached"] = false;
-  if (field(report, "ok", false)) *median_us = field(report, "median_us", 0.0);
+  if (report_field(report, "ok", false)) *median_us = report_field(report, "median_us", 0.0);
   // A baseline that failed is cached too: torch.compile failing on a task is a fact about it.
   return store_->put_baseline(key, report);
 }
 
-Status Evaluator::profile(Run& run, Pending& timing, EvalResult* r) {
+Status Evaluator::profile(Run& run, HarnessStep& timing, EvalResult* r) {
   auto start = Clock::now();
   nlohmann::json eager, compiled;
   Status s = baseline(run, "eager", &r->eager_us, &eager);
@@ -419,7 +301,7 @@ Status Evaluator::profile(Run& run, Pending& timing, EvalResult* r) {
   if (!r->eager_us) {
     return Status::InvalidArgument(
         "the task " + r->task_path +
-        " could not be timed in eager mode: " + field(eager, "error", "unknown error"));
+        " could not be timed in eager mode: " + report_field(eager, "error", "unknown error"));
   }
   s = baseline(run, "compile", &r->compile_us, &compiled);
   if (!s.ok()) return s;
@@ -435,7 +317,7 @@ Status Evaluator::profile(Run& run, Pending& timing, EvalResult* r) {
   r->profile.seconds = seconds_since(start);
   if (candidate_failed("profiling", h.process, report, h.output, r, &r->profile))
     return Status::OK();
-  double median = field(report, "median_us", 0.0);
+  double median = report_field(report, "median_us", 0.0);
   if (!(median > 0)) {
     r->outcome = Outcome::kRuntimeError;
     r->reason = "the candidate's profile report holds no valid time";
@@ -445,11 +327,12 @@ Status Evaluator::profile(Run& run, Pending& timing, EvalResult* r) {
   }
   r->candidate_us = median;
   r->profile.status = "ok";
-  r->profile.detail = "median of " + std::to_string(options_.iters) + " timed calls" +
-                      (field(eager, "cached", false) ? ", baselines from the run store" : "");
+  r->profile.detail =
+      "median of " + std::to_string(options_.iters) + " timed calls" +
+      (report_field(eager, "cached", false) ? ", baselines from the run store" : "");
   if (!r->compile_us) {
     r->profile.detail += "; torch.compile failed on this task (" +
-                         field(compiled, "error", std::string("unknown error")) +
+                         report_field(compiled, "error", std::string("unknown error")) +
                          "), so the reward is capped at 2";
   }
   return Status::OK();
@@ -514,6 +397,11 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
 
   Run run;
   if (options_.keep_run_dir) run.dir.keep();
+  // Before its release a gated process waits for the trusted steps, torch.compile included.
+  run.harness = std::make_unique<Harness>(
+      HarnessOptions{options_.python, options_.harness_dir, options_.memory_limit_mb,
+                     3 * options_.trusted_timeout_s + options_.verify_timeout_s},
+      runner_, run.dir.path());
   run.workspace = fs::path(r->workspace);
   Status s = verify_workspace(run.workspace, store_, &run.record);
   if (s.code() == Status::Code::kCorruption) {

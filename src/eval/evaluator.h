@@ -13,6 +13,7 @@
 #include <string>
 
 #include "eval/compiler.h"
+#include "eval/harness.h"
 #include "eval/result.h"
 #include "sandbox/process_runner.h"
 #include "store/store.h"
@@ -54,32 +55,29 @@ class Evaluator {
 
  private:
   struct Run;
-  struct Call;
-  struct HarnessResult;
-  class Pending;
 
-  /// A harness process: how to start it (gated ones wait for a release, see PROTOCOL.md).
-  Call make_call(Run& run, const std::string& script, const std::vector<std::string>& args,
-                 double timeout_s, bool candidate, bool gated) const;
-  HarnessResult execute(const Call& call) const;
-  Status record(Run& run, const Call& call, const HarnessResult& result) const;
+  /// A harness process for this run: trusted ones work in the private run folder, candidate ones
+  /// in the workspace with the kernel library named in their environment.
+  HarnessCall make_call(Run& run, const std::string& script, const std::vector<std::string>& args,
+                        double timeout_s, bool candidate, bool gated);
+  Status record(Run& run, const HarnessCall& call, const HarnessResult& result) const;
   Status run_harness(Run& run, const std::string& script, const std::vector<std::string>& args,
                      double timeout_s, bool candidate, HarnessResult* result);
-  std::unique_ptr<Pending> launch(Run& run, const std::string& script,
-                                  const std::vector<std::string>& args, double timeout_s,
-                                  bool candidate, bool gated);
+  std::unique_ptr<HarnessStep> launch(Run& run, const std::string& script,
+                                      const std::vector<std::string>& args, double timeout_s,
+                                      bool candidate, bool gated);
 
   /// The harness processes of verify and profile. All start together with the compile, so their
   /// imports (seconds each) overlap it and each other: prepare runs at once, the others wait for
   /// their release (PROTOCOL.md, --wait-for). Any not released when Steps goes away is cancelled.
   struct Steps {
-    std::unique_ptr<Pending> prepare, candidate, check, timing;  // timing: not for stage verify
+    std::unique_ptr<HarnessStep> prepare, candidate, check, timing;  // timing: not for stage verify
   };
   void start_steps(Run& run, Steps* steps);
 
-  Status prepare(Run& run, Pending& prepare, EvalResult* result);
-  Status verify(Run& run, Pending& candidate, Pending& check, EvalResult* result);
-  Status profile(Run& run, Pending& timing, EvalResult* result);
+  Status prepare(Run& run, HarnessStep& prepare, EvalResult* result);
+  Status verify(Run& run, HarnessStep& candidate, HarnessStep& check, EvalResult* result);
+  Status profile(Run& run, HarnessStep& timing, EvalResult* result);
   Status baseline(Run& run, const std::string& impl, std::optional<double>* median_us,
                   nlohmann::json* data);
   void progress(const std::string& line) const;

@@ -1,0 +1,92 @@
+#include "eval/harness.h"
+
+#include <chrono>
+
+#include "util/files.h"
+
+namespace cuda_agent {
+
+namespace fs = std::filesystem;
+
+HarnessCall Harness::call(const std::string& script, const std::vector<std::string>& args,
+                          double timeout_s, const fs::path& cwd,
+                          const std::map<std::string, std::string>& env, bool gated) {
+  fs::path logs = run_dir_ / "logs";
+  fs::create_directories(logs);
+  std::string stem = std::to_string(++processes_) + "-" + script.substr(0, script.find('.'));
+  HarnessCall call;
+  call.script = script;
+  call.report_path = run_dir_ / (stem + ".report.json");
+  ProcessSpec& spec = call.spec;
+  // -E -s: no PYTHON* variables, no user site. pycache_prefix: bytecode never comes from (or goes
+  // to) a __pycache__ folder the candidate could have planted.
+  spec.argv = {options_.python,
+               "-E",
+               "-s",
+               "-X",
+               "pycache_prefix=" + (run_dir_ / "pycache").string(),
+               (options_.harness_dir / script).string()};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.argv.insert(spec.argv.end(), {"--report", call.report_path.string()});
+  if (gated) {
+    call.gate = run_dir_ / (stem + ".gate");
+    spec.argv.insert(spec.argv.end(), {"--wait-for", call.gate.string()});
+    spec.released_at_ns = std::make_shared<std::atomic<long long>>(0);
+    spec.wait_timeout_s = options_.wait_timeout_s;
+  }
+  spec.cancel = std::make_shared<std::atomic<bool>>(false);
+  spec.cwd = cwd;
+  spec.env = env;
+  spec.timeout_s = timeout_s;
+  spec.memory_limit_mb = options_.memory_limit_mb;
+  spec.stdout_path = logs / (stem + ".out");
+  spec.stderr_path = logs / (stem + ".err");
+  return call;
+}
+
+HarnessResult Harness::run(const HarnessCall& call) const {
+  HarnessResult result;
+  result.process = runner_->run(call.spec);
+  std::string out, err;
+  read_file(call.spec.stdout_path, &out);
+  read_file(call.spec.stderr_path, &err);
+  result.output = out.empty() ? err : out + "\n" + err;
+  std::string text;
+  if (read_file(call.report_path, &text).ok()) {
+    nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
+    if (parsed.is_object()) result.report = std::move(parsed);
+  }
+  return result;
+}
+
+HarnessStep::HarnessStep(const Harness* harness, HarnessCall call) : call_(std::move(call)) {
+  future_ = std::async(std::launch::async, [harness, c = call_] { return harness->run(c); });
+}
+
+HarnessStep::~HarnessStep() {
+  if (!released_) abort();
+  if (future_.valid()) future_.wait();
+}
+
+HarnessResult HarnessStep::go() {
+  release(true);
+  return future_.get();
+}
+
+void HarnessStep::abort() {
+  release(false);
+  call_.spec.cancel->store(true);
+}
+
+void HarnessStep::release(bool go) {
+  if (released_) return;
+  released_ = true;
+  if (call_.gate.empty()) return;
+  // The time limit of a gated process counts from here (ProcessSpec::released_at_ns).
+  call_.spec.released_at_ns->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now().time_since_epoch())
+                                       .count());
+  write_file_atomic(call_.gate, go ? "go" : "abort");
+}
+
+}  // namespace cuda_agent
