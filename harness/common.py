@@ -14,8 +14,9 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from guard import DispatchGuard  # first: it puts the real stdlib profile in sys.modules
 import torch
+
+from guard import DispatchGuard
 
 TASK_NAMES = ("Model", "get_inputs", "get_init_inputs")
 TASK_MODULE = "_cuda_agent_task"
@@ -250,7 +251,7 @@ def build_model(cls: type, init: dict, init_seed: int, device: str) -> tuple[tor
 
 def load_candidate_model(workspace: str, kernel_lib: str, init: dict, init_seed: int, device: str,
                          report: dict) -> tuple[torch.nn.Module, DispatchGuard]:
-    """Loads and builds ModelNew as run_candidate.py and profile.py both do, with the guard its
+    """Loads and builds ModelNew as run_candidate.py and timing.py both do, with the guard its
     calls run under; report gets "violations", "library_ops" and "weights"."""
     cls = load_candidate(workspace, kernel_lib)
     guard = DispatchGuard()

@@ -3,7 +3,7 @@
 A TorchDispatchMode sees every aten op that reaches the dispatcher, from Python or from C++.
 Allocation and views pass; library GEMM and convolution pass and are recorded; anything else is
 recorded as a violation and raises, so a try/except fallback to torch fails as well. Used by
-run_candidate.py and profile.py around each candidate call:
+run_candidate.py and timing.py around each candidate call:
 
     guard = DispatchGuard()
     with guard:
@@ -12,26 +12,7 @@ run_candidate.py and profile.py around each candidate call:
 """
 
 import functools
-import sys
-from pathlib import Path
 from typing import Any
-
-
-def _import_stdlib_profile() -> None:
-    """harness/profile.py shadows the standard library's profile module while this folder is on
-    sys.path, and cProfile (imported by torch._dynamo) needs the real one: import it first."""
-    if "profile" in sys.modules:
-        return
-    here = Path(__file__).resolve().parent
-    saved = list(sys.path)
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-    try:
-        import profile  # noqa: F401
-    finally:
-        sys.path[:] = saved
-
-
-_import_stdlib_profile()
 
 import torch
 from torch.utils._python_dispatch import (

@@ -26,7 +26,7 @@ def make_parser():
     parser.add_argument("--verify-sets", type=int, default=5,
                         help="input sets for check.py (default %(default)s)")
     parser.add_argument("--profile-sets", type=int, default=4,
-                        help="input sets for profile.py (default %(default)s)")
+                        help="input sets for timing.py (default %(default)s)")
     parser.add_argument("--out", required=True, help="folder for the bundles")
     return parser
 

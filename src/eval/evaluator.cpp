@@ -271,7 +271,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
            " (measured once, then cached)");
   HarnessResult h;
   Status s =
-      run_harness(run, "profile.py",
+      run_harness(run, "timing.py",
                   {"--impl", impl, "--task", run.task_file.string(), "--init",
                    (run.dir.path() / "init.pt").string(), "--inputs",
                    (run.dir.path() / "profile_inputs.pt").string(), "--init-seed",
@@ -366,7 +366,7 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
              options_.trusted_timeout_s, false, true);
   if (options_.stage != "verify") {
     steps->timing =
-        launch(run, "profile.py", {"--impl",       "candidate",
+        launch(run, "timing.py", {"--impl",       "candidate",
                                    "--task",       run.task_file.string(),
                                    "--workspace",  run.workspace.string(),
                                    "--kernel-lib", run.library.string(),

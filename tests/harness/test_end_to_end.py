@@ -113,7 +113,7 @@ def check(root: Path, name: str) -> dict:
 
 
 def profile(root: Path, impl: str, warmup: int, iters: int) -> dict:
-    return run("profile.py", "--impl", impl, "--task", root / "task.py",
+    return run("timing.py", "--impl", impl, "--task", root / "task.py",
                "--workspace", workspace(root, f"profile_{impl}"),
                "--kernel-lib", root / "libright.so",
                "--init", root / "init.pt", "--inputs", root / "profile_inputs.pt",
