@@ -168,6 +168,12 @@ Status Evaluator::prepare(Run& run, HarnessStep& prepare, EvalResult* r) {
   if (h.report.is_null() || !report_field(h.report, "ok", false)) {
     std::string why = h.report.is_null() ? h.process.describe() + ": " + last_line(h.output)
                                          : report_field(h.report, "error", "unknown error");
+    std::string kind = report_field(h.report, "error_kind", "");
+    if (kind == "usage" || kind == "internal") {
+      // Not the task's fault: the device asked for is missing, or the harness itself failed.
+      return Status::InvalidArgument("the harness cannot run on --device " + options_.device +
+                                     ": " + why);
+    }
     return Status::InvalidArgument("the task " + r->task_path + " does not run: " + why);
   }
   run.prepared = h.report;

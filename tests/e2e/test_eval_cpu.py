@@ -1,9 +1,12 @@
 """What a user of `cuda-agent eval` relies on, on the CPU device: a correct candidate is rewarded,
 and every way a candidate can fail gives -1 with a reason a person can act on."""
 import json
+import shutil
 import stat
 import subprocess
-from pathlib import Path
+
+import pytest
+import torch
 
 from conftest import EXAMPLE
 
@@ -177,3 +180,19 @@ def test_infrastructure_changed_by_the_candidate_during_evaluation_is_a_violatio
     assert r["outcome"] == "violation" and r["reward"] == -1
     assert r["violations"][0]["rule"] == "infrastructure_modified"
     assert "model.py" in r["reason"] and "during the evaluation" in r["reason"]
+
+
+def test_cuda_device_without_a_gpu_is_a_clear_error_not_a_task_failure(agent, task, tmp_path):
+    if torch.cuda.is_available() or shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc and no GPU")
+    candidate = tmp_path / "cuda-candidate"
+    candidate.mkdir()
+    shutil.copy(EXAMPLE / "model_new.py", candidate / "model_new.py")
+    shutil.copytree(EXAMPLE / "kernels_cuda", candidate / "kernels")
+    result = agent.run("eval", "--device", "cuda", "--cache-dir",
+                       str(agent.cache), "--task", str(task), "--candidate",
+                       str(candidate / "model_new.py"), "--kernels", str(candidate / "kernels"))
+    assert result.returncode == 2
+    assert "cannot run on --device cuda" in result.stderr
+    assert "no CUDA device" in result.stderr
+    assert "does not run" not in result.stderr
