@@ -207,7 +207,12 @@ int run(int argc, char** argv) {
     if (!as_json) std::cerr << "  " << line << "\n";
   });
   EvalResult result;
-  if (Status s = evaluator.evaluate(workspace, &result); !s.ok()) return fail(s);
+  Status evaluated = evaluator.evaluate(workspace, &result);
+  if (scratch) {
+    // The scratch workspace goes with this command; so does its record.
+    if (Status s = store->delete_workspace(workspace_key(workspace)); !s.ok()) return fail(s);
+  }
+  if (!evaluated.ok()) return fail(evaluated);
   if (as_json) {
     std::cout << result.to_json().dump(2) << "\n";
   } else {

@@ -137,6 +137,14 @@ Status Store::get_workspace(const std::string& path, WorkspaceRecord* r) {
   return Status::OK();
 }
 
+Status Store::delete_workspace(const std::string& path) {
+  Statement st(db_, "DELETE FROM workspaces WHERE path = ?");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, path);
+  if (st.step() != SQLITE_DONE) return error("forget workspace");
+  return Status::OK();
+}
+
 Status Store::put_baseline(const std::string& key, const nlohmann::json& record) {
   Statement st(db_, "INSERT OR REPLACE INTO baselines (key, record) VALUES (?, ?)");
   if (!st.ok()) return error("prepare");

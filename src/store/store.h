@@ -39,6 +39,8 @@ class Store {
   Status put_workspace(const WorkspaceRecord& record);
   /// NotFound when the workspace was never laid out with this store.
   Status get_workspace(const std::string& path, WorkspaceRecord* record);
+  /// Forgets a workspace (a scratch one, gone with its evaluation). Unknown paths are fine.
+  Status delete_workspace(const std::string& path);
 
   Status put_baseline(const std::string& key, const nlohmann::json& record);
   /// Empty when nothing is cached under key.

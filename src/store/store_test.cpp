@@ -36,6 +36,9 @@ TEST(Store, WorkspacesRoundTripAndUnknownOnesAreNotFound) {
   ASSERT_TRUE(store->get_workspace("/w", &out).ok());
   EXPECT_EQ(out.task_source, in.task_source);
   EXPECT_EQ(out.checksums, in.checksums);
+  ASSERT_TRUE(store->delete_workspace("/w").ok());
+  EXPECT_EQ(store->get_workspace("/w", &out).code(), Status::Code::kNotFound);
+  EXPECT_TRUE(store->delete_workspace("/never-there").ok());
   Status missing = store->get_workspace("/elsewhere", &out);
   EXPECT_EQ(missing.code(), Status::Code::kNotFound);
   EXPECT_NE(missing.message().find("cuda-agent init"), std::string::npos);

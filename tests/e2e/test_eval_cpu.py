@@ -2,6 +2,7 @@
 and every way a candidate can fail gives -1 with a reason a person can act on."""
 import json
 import shutil
+import sqlite3
 import stat
 import subprocess
 
@@ -161,6 +162,12 @@ def test_show_prints_a_stored_evaluation(agent, task, candidate):
     assert shown.returncode == 0
     assert "PASS  scale_bias_relu on cpu" in shown.stdout
     assert "outputs match on 5 input sets" in shown.stdout
+    # The scratch workspace of an --task/--candidate evaluation is not left in the store.
+    with sqlite3.connect(agent.store) as db:
+        assert db.execute("SELECT COUNT(*) FROM workspaces WHERE path = ?",
+                          (r["workspace"],)).fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM evaluations WHERE id = ?",
+                          (r["id"],)).fetchone() == (1,)
 
 
 def test_infrastructure_changed_by_the_candidate_during_evaluation_is_a_violation(agent, task, tmp_path):
