@@ -277,14 +277,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
            " (measured once, then cached)");
   HarnessResult h;
   Status s =
-      run_harness(run, "timing.py",
-                  {"--impl", impl, "--task", run.task_file.string(), "--init",
-                   (run.dir.path() / "init.pt").string(), "--inputs",
-                   (run.dir.path() / "profile_inputs.pt").string(), "--init-seed",
-                   std::to_string(run.init_seed), "--device", options_.device, "--warmup",
-                   std::to_string(options_.warmup), "--iters", std::to_string(options_.iters),
-                   "--flush-mb", fixed(options_.flush_mb, 1)},
-                  options_.trusted_timeout_s, false, &h);
+      run_harness(run, "timing.py", timing_args(run, impl), options_.trusted_timeout_s, false, &h);
   if (!s.ok()) return s;
   if (h.process.interrupted) return Status::Internal("interrupted");
   nlohmann::json report = h.report;
@@ -344,6 +337,25 @@ Status Evaluator::profile(Run& run, HarnessStep& timing, EvalResult* r) {
   return Status::OK();
 }
 
+std::vector<std::string> Evaluator::timing_args(const Run& run, const std::string& impl) const {
+  // One list for every implementation: eager, torch.compile and the candidate are timed on the
+  // same inputs with the same warm-up, iterations and flush, or the speedups mean nothing.
+  std::vector<std::string> args = {"--impl",      impl,
+                                   "--task",      run.task_file.string(),
+                                   "--init",      (run.dir.path() / "init.pt").string(),
+                                   "--inputs",    (run.dir.path() / "profile_inputs.pt").string(),
+                                   "--init-seed", std::to_string(run.init_seed),
+                                   "--device",    options_.device,
+                                   "--warmup",    std::to_string(options_.warmup),
+                                   "--iters",     std::to_string(options_.iters),
+                                   "--flush-mb",  fixed(options_.flush_mb, 1)};
+  if (impl == "candidate") {
+    args.insert(args.end(),
+                {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string()});
+  }
+  return args;
+}
+
 void Evaluator::start_steps(Run& run, Steps* steps) {
   run.seed = draw_seed();
   run.init_seed = draw_seed();
@@ -371,19 +383,8 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
               fixed(options_.atol, 8), "--rtol", fixed(options_.rtol, 8)},
              options_.trusted_timeout_s, false, true);
   if (options_.stage != "verify") {
-    steps->timing =
-        launch(run, "timing.py", {"--impl",       "candidate",
-                                   "--task",       run.task_file.string(),
-                                   "--workspace",  run.workspace.string(),
-                                   "--kernel-lib", run.library.string(),
-                                   "--init",       init,
-                                   "--inputs",     (run.dir.path() / "profile_inputs.pt").string(),
-                                   "--init-seed",  seed,
-                                   "--device",     options_.device,
-                                   "--warmup",     std::to_string(options_.warmup),
-                                   "--iters",      std::to_string(options_.iters),
-                                   "--flush-mb",   fixed(options_.flush_mb, 1)},
-               options_.profile_timeout_s, true, true);
+    steps->timing = launch(run, "timing.py", timing_args(run, "candidate"),
+                           options_.profile_timeout_s, true, true);
   }
 }
 

@@ -74,6 +74,8 @@ class Evaluator {
     std::unique_ptr<HarnessStep> prepare, candidate, check, timing;  // timing: not for stage verify
   };
   void start_steps(Run& run, Steps* steps);
+  /// timing.py's arguments for impl ("eager", "compile" or "candidate").
+  std::vector<std::string> timing_args(const Run& run, const std::string& impl) const;
 
   Status prepare(Run& run, HarnessStep& prepare, EvalResult* result);
   Status verify(Run& run, HarnessStep& candidate, HarnessStep& check, EvalResult* result);
