@@ -4,7 +4,8 @@
 ///
 /// Limits: wall time (the whole process group is killed at the deadline), resident memory (summed
 /// over the process group, sampled), no network (a fresh network namespace where the kernel allows
-/// one), no core dumps. stdout and stderr go to files, so a chatty child cannot block on a pipe.
+/// one), read-only paths (a private mount namespace in which each is a read-only bind mount of
+/// itself), no core dumps. stdout and stderr go to files, so a chatty child cannot block on a pipe.
 #pragma once
 
 #include <atomic>
@@ -32,6 +33,18 @@ struct ProcessSpec {
   double wait_timeout_s = 0;
   /// Set to true to kill the process group at once (a step that is no longer needed).
   std::shared_ptr<std::atomic<bool>> cancel;
+  /// Files and directories (with everything beneath them, mounts included) that the child and its
+  /// descendants may read but not change, even as root: each is bind-mounted read-only onto itself
+  /// in a private mount namespace (inside a user namespace when cuda-agent is not root). Resolved
+  /// to canonical paths before the child starts; paths that do not exist are skipped.
+  /// Run by root, the child keeps CAP_SYS_ADMIN and CAP_SYS_PTRACE, so these paths stop writes
+  /// that are mistakes, not a child that sets out to get around them: it may unmount them, or
+  /// write through /proc/<pid>/root of a process outside its namespace. A child of another user
+  /// is in a user namespace of its own and can do neither.
+  std::vector<std::filesystem::path> readonly_paths;
+  /// When the kernel refuses the namespaces that readonly_paths needs: true, the command does not
+  /// run and the result says why; false, it runs anyway and the result has readonly_enforced false.
+  bool require_readonly = true;
 };
 
 struct ProcessResult {
@@ -43,16 +56,18 @@ struct ProcessResult {
   bool interrupted = false;  // the user interrupted cuda-agent while it ran
   bool cancelled = false;    // killed through ProcessSpec::cancel
   bool network_isolated = false;
+  bool readonly_enforced = true;  // false: readonly_paths were left writable; see error
   double wall_s = 0;
   double limit_s = 0;  // the time limit that was exceeded, when timed_out
   long long peak_rss_mb = 0;
-  std::string error;  // why it could not start
+  std::string error;  // why it could not start, or why readonly_paths were not enforced
 
   bool succeeded() const {
     return started && !timed_out && !memory_exceeded && signal == 0 && exit_code == 0;
   }
   /// One sentence: "exited with status 1", "killed by signal 11 (Segmentation fault)",
-  /// "timed out after 10.0 s", "exceeded the memory limit of 4096 MB", ...
+  /// "timed out after 10.0 s", "exceeded the memory limit of 4096 MB", ...; says so when the
+  /// read-only paths were not enforced.
   std::string describe() const;
 };
 
@@ -62,7 +77,7 @@ class ProcessRunner {
   virtual ProcessResult run(const ProcessSpec& spec) = 0;
 };
 
-/// fork/exec with setpgid, a new network namespace, rlimits and a watchdog loop.
+/// fork/exec with setpgid, new network and mount namespaces, rlimits and a watchdog loop.
 class PosixProcessRunner : public ProcessRunner {
  public:
   ProcessResult run(const ProcessSpec& spec) override;
@@ -75,5 +90,10 @@ void install_interrupt_handlers();
 
 /// Whether this process may create a network namespace (probed once).
 bool network_isolation_available();
+
+/// Whether this process may make paths read-only for a child (ProcessSpec::readonly_paths): a
+/// private mount namespace, and a user namespace when not root (probed once, on the temporary
+/// directory).
+bool readonly_isolation_available();
 
 }  // namespace cuda_agent

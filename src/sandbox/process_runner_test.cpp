@@ -1,9 +1,17 @@
 #include "sandbox/process_runner.h"
 
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -140,6 +148,210 @@ TEST_F(ProcessRunnerTest, MissingProgramIsReported) {
   ProcessResult r = runner_.run(spec);
   EXPECT_EQ(r.exit_code, 127);
   EXPECT_NE(r.describe().find("not found"), std::string::npos);
+}
+
+std::string quoted(const std::filesystem::path& path) { return "'" + path.string() + "'"; }
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+/// Runs body in a forked copy of the test process, for tests that change the process's own
+/// namespaces or capabilities. Returns its exit code: 0 passed, 77 skipped, anything else failed
+/// (the body prints why to stderr).
+int in_forked_process(const std::function<int()>& body) {
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) _exit(body());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+class ReadonlyPathsTest : public ProcessRunnerTest {
+ protected:
+  void SetUp() override {
+    if (!readonly_isolation_available()) GTEST_SKIP() << "no mount namespaces here";
+  }
+  ProcessSpec shell_readonly(const std::string& script, std::filesystem::path path) {
+    ProcessSpec spec = shell(script);
+    spec.readonly_paths = {std::move(path)};
+    return spec;
+  }
+  TempDir readonly_;
+};
+
+TEST_F(ReadonlyPathsTest, ADirectoryCannotBeWrittenWhileOthersCan) {
+  ProcessResult r = runner_.run(shell_readonly(
+      "echo x > " + quoted(readonly_.path() / "f") + " && echo y > " + quoted(dir_.path() / "g"),
+      readonly_.path()));
+  EXPECT_TRUE(r.started);
+  EXPECT_TRUE(r.readonly_enforced);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "f"));
+  EXPECT_NE(slurp(dir_.path() / "err").find("Read-only file system"), std::string::npos);
+
+  r = runner_.run(shell_readonly("echo y > " + quoted(dir_.path() / "g"), readonly_.path()));
+  EXPECT_TRUE(r.succeeded()) << r.describe();
+  EXPECT_EQ(slurp(dir_.path() / "g"), "y\n");
+}
+
+TEST_F(ReadonlyPathsTest, AFileCanBeReadButNotAppendedTo) {
+  std::filesystem::path file = readonly_.path() / "data";
+  write_text(file, "data\n");
+  ProcessResult r =
+      runner_.run(shell_readonly("cat " + quoted(file) + " && echo more >> " + quoted(file), file));
+  EXPECT_TRUE(r.started);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(slurp(dir_.path() / "out"), "data\n");
+  EXPECT_EQ(slurp(file), "data\n");
+  // Its directory is not read-only.
+  r = runner_.run(shell_readonly("echo x > " + quoted(readonly_.path() / "other"), file));
+  EXPECT_TRUE(r.succeeded()) << r.describe();
+}
+
+TEST_F(ReadonlyPathsTest, SubdirectoriesAreReadOnlyToo) {
+  std::filesystem::create_directories(readonly_.path() / "a" / "b");
+  ProcessResult r = runner_.run(shell_readonly(
+      "echo x > " + quoted(readonly_.path() / "a" / "b" / "f") + "; mkdir " +
+          quoted(readonly_.path() / "a" / "c") + "; rmdir " + quoted(readonly_.path() / "a" / "b") +
+          "; test -e " + quoted(readonly_.path() / "a" / "b" / "f") + " || test -e " +
+          quoted(readonly_.path() / "a" / "c") + " || test ! -d " +
+          quoted(readonly_.path() / "a" / "b"),
+      readonly_.path()));
+  EXPECT_TRUE(r.started);
+  EXPECT_NE(r.exit_code, 0);  // the last test fails: nothing was written, made or removed
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "a" / "b" / "f"));
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "a" / "c"));
+  EXPECT_TRUE(std::filesystem::is_directory(readonly_.path() / "a" / "b"));
+}
+
+TEST_F(ReadonlyPathsTest, AMountBeneathAReadOnlyDirectoryIsReadOnlyToo) {
+  std::filesystem::path sub = readonly_.path() / "sub";
+  std::filesystem::create_directories(sub);
+  int code = in_forked_process([&] {
+    // A tmpfs on sub, in a mount namespace of this forked process only.
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("tmpfs", sub.c_str(), "tmpfs", 0, nullptr) != 0)
+      return 77;
+    ProcessResult writable = runner_.run(shell("echo x > " + quoted(sub / "f")));
+    if (!writable.succeeded()) {
+      std::fprintf(stderr, "the tmpfs is not writable: %s\n", writable.describe().c_str());
+      return 1;
+    }
+    ProcessResult r =
+        runner_.run(shell_readonly("echo y > " + quoted(sub / "g"), readonly_.path()));
+    if (!r.started || r.exit_code == 0 || std::filesystem::exists(sub / "g")) {
+      std::fprintf(stderr, "the tmpfs stayed writable: %s\n", r.describe().c_str());
+      return 1;
+    }
+    return 0;
+  });
+  if (code == 77) GTEST_SKIP() << "cannot mount a tmpfs here";
+  EXPECT_EQ(code, 0);
+}
+
+TEST_F(ReadonlyPathsTest, TheParentsViewIsUnaffected) {
+  ProcessResult r =
+      runner_.run(shell_readonly("echo x > " + quoted(readonly_.path() / "f"), readonly_.path()));
+  EXPECT_NE(r.exit_code, 0);
+  write_text(readonly_.path() / "f", "parent\n");
+  EXPECT_EQ(slurp(readonly_.path() / "f"), "parent\n");
+}
+
+TEST_F(ReadonlyPathsTest, HoldsTogetherWithNetworkIsolation) {
+  if (!network_isolation_available() && geteuid() == 0)
+    GTEST_SKIP() << "this kernel refuses network namespaces";
+  ProcessSpec spec = shell_readonly("echo x > " + quoted(readonly_.path() / "f") +
+                                        "; written=$?; cat /proc/net/dev | tail -n +3 | cut -d: "
+                                        "-f1 | tr -d ' '; exit $written",
+                                    readonly_.path());
+  spec.isolate_network = true;
+  ProcessResult r = runner_.run(spec);
+  EXPECT_TRUE(r.started);
+  EXPECT_TRUE(r.readonly_enforced);
+  EXPECT_TRUE(r.network_isolated);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "f"));
+  EXPECT_EQ(slurp(dir_.path() / "out"), "lo\n");
+}
+
+TEST_F(ReadonlyPathsTest, AMissingPathIsIgnored) {
+  ProcessSpec spec = shell("echo x > " + quoted(readonly_.path() / "missing"));
+  spec.readonly_paths = {readonly_.path() / "missing", readonly_.path() / "missing" / "deeper"};
+  ProcessResult r = runner_.run(spec);
+  EXPECT_TRUE(r.succeeded()) << r.describe();
+  EXPECT_TRUE(r.readonly_enforced);
+  EXPECT_TRUE(std::filesystem::exists(readonly_.path() / "missing"));
+
+  spec = shell("echo x > " + quoted(readonly_.path() / "f"));
+  spec.readonly_paths = {dir_.path() / "missing", readonly_.path()};
+  r = runner_.run(spec);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "f"));
+}
+
+TEST_F(ReadonlyPathsTest, ASymlinkIsResolvedToItsTarget) {
+  std::filesystem::create_directory_symlink(readonly_.path(), dir_.path() / "link");
+  ProcessResult r = runner_.run(
+      shell_readonly("echo x > " + quoted(readonly_.path() / "f"), dir_.path() / "link"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "f"));
+}
+
+/// Drops CAP_SYS_ADMIN from this (forked) process, so that it may not make a mount namespace.
+bool drop_sys_admin() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  const unsigned bit = 1u << CAP_SYS_ADMIN;
+  data[0].effective &= ~bit;
+  data[0].permitted &= ~bit;
+  data[0].inheritable &= ~bit;
+  return syscall(SYS_capset, &header, data) == 0 && unshare(CLONE_NEWNS) != 0;
+}
+
+TEST_F(ReadonlyPathsTest, AFailureStopsTheChildOnlyWhenRequired) {
+  // As root, without CAP_SYS_ADMIN, the runner cannot make a mount namespace (as another user it
+  // would make a user namespace first, which needs no capability).
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to provoke the failure";
+  std::filesystem::path file = readonly_.path() / "f";
+  int code = in_forked_process([&] {
+    if (!drop_sys_admin()) return 77;
+    ProcessSpec spec = shell_readonly("echo x > " + quoted(file), readonly_.path());
+    ProcessResult r = runner_.run(spec);
+    std::string expected = "could not make " +
+                           std::filesystem::canonical(readonly_.path()).string() +
+                           " read-only: " + std::strerror(EPERM);
+    if (r.started || r.readonly_enforced || r.error.find(expected) != 0 ||
+        std::filesystem::exists(file) || r.describe().find(expected) == std::string::npos) {
+      std::fprintf(stderr, "required: %s\n", r.describe().c_str());
+      return 1;
+    }
+    spec.require_readonly = false;
+    r = runner_.run(spec);
+    if (!r.succeeded() || r.readonly_enforced || !std::filesystem::exists(file) ||
+        r.describe().find("left writable (" + expected) == std::string::npos) {
+      std::fprintf(stderr, "not required: %s\n", r.describe().c_str());
+      return 1;
+    }
+    return 0;
+  });
+  if (code == 77) GTEST_SKIP() << "cannot drop CAP_SYS_ADMIN here";
+  EXPECT_EQ(code, 0);
+}
+
+TEST(ProcessResultTest, DescribesReadOnlyPathsOnlyWhenTheyWereNotEnforced) {
+  ProcessResult r;
+  r.started = true;
+  r.exit_code = 0;
+  EXPECT_EQ(r.describe(), "exited with status 0");
+  r.readonly_enforced = false;
+  r.error = "could not make /x read-only: Operation not permitted";
+  EXPECT_EQ(r.describe(),
+            "exited with status 0; its read-only paths were left writable (could not make /x "
+            "read-only: Operation not permitted)");
 }
 
 }  // namespace
