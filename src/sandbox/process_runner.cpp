@@ -4,10 +4,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
-#include <sys/statfs.h>
-#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +16,8 @@
 #include <sstream>
 #include <thread>
 #include <utility>
+
+#include "sandbox/readonly_mounts.h"
 
 namespace cuda_agent {
 namespace {
@@ -61,158 +60,6 @@ int open_output(const std::filesystem::path& path) {
   return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
-/// What a child needs to make ProcessSpec::readonly_paths read-only, prepared before fork so that
-/// the child only makes system calls.
-struct ReadonlyPlan {
-  std::vector<std::string> paths;  // canonical, and existing when planned
-  /// Per path: the path, then every mount point beneath it. A read-only remount changes one mount
-  /// only, so each mount under a path is remounted on its own.
-  std::vector<std::vector<std::string>> mounts;
-  bool user_namespace = false;   // not root: a mount namespace needs a user namespace of its own
-  std::string uid_map, gid_map;  // map our own ids into that user namespace
-};
-
-/// What the child did about its read-only paths, sent to the parent through a pipe before exec.
-struct ChildReport {
-  int error = 0;         // errno; 0: every path is read-only
-  int failed_path = -1;  // index into ReadonlyPlan::paths; -1: creating the namespaces failed
-  bool network_isolated = false;
-};
-
-/// Mount points from /proc/self/mountinfo (the fifth field, with its octal escapes undone).
-std::vector<std::string> mount_points() {
-  std::vector<std::string> points;
-  std::ifstream info("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(info, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, device, root, escaped;
-    if (!(fields >> id >> parent >> device >> root >> escaped)) continue;
-    std::string point;
-    for (std::size_t i = 0; i < escaped.size(); ++i) {
-      if (escaped[i] == '\\' && i + 3 < escaped.size()) {
-        point += static_cast<char>(std::stoi(escaped.substr(i + 1, 3), nullptr, 8));
-        i += 3;
-      } else {
-        point += escaped[i];
-      }
-    }
-    points.push_back(point);
-  }
-  return points;
-}
-
-/// Resolves the paths that exist and finds the mounts beneath them. False, with the others
-/// planned, when a path that may exist cannot be resolved (a directory on the way that we may not
-/// search, say).
-bool plan_readonly(const std::vector<std::filesystem::path>& requested, ReadonlyPlan* plan,
-                   std::string* err) {
-  bool resolved = true;
-  for (const auto& path : requested) {
-    std::error_code ec;
-    std::filesystem::path canonical = std::filesystem::canonical(path, ec);
-    if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) continue;
-    if (ec) {
-      if (resolved) *err = "could not make " + path.string() + " read-only: " + ec.message();
-      resolved = false;
-      continue;
-    }
-    if (std::find(plan->paths.begin(), plan->paths.end(), canonical.string()) == plan->paths.end())
-      plan->paths.push_back(canonical.string());
-  }
-  if (plan->paths.empty()) return resolved;
-  std::vector<std::string> points = mount_points();
-  for (const std::string& path : plan->paths) {
-    std::vector<std::string> mounts = {path};
-    std::string prefix = path == "/" ? path : path + "/";
-    for (const std::string& point : points) {
-      if (point.size() > prefix.size() && point.compare(0, prefix.size(), prefix) == 0 &&
-          std::find(mounts.begin(), mounts.end(), point) == mounts.end())
-        mounts.push_back(point);
-    }
-    plan->mounts.push_back(std::move(mounts));
-  }
-  plan->user_namespace = geteuid() != 0;
-  std::string uid = std::to_string(geteuid()), gid = std::to_string(getegid());
-  plan->uid_map = uid + " " + uid + " 1\n";
-  plan->gid_map = gid + " " + gid + " 1\n";
-  return resolved;
-}
-
-std::string describe_readonly_failure(const ReadonlyPlan& plan, const ChildReport& report) {
-  if (report.failed_path >= 0 && report.failed_path < static_cast<int>(plan.paths.size()))
-    return "could not make " + plan.paths[report.failed_path] +
-           " read-only: " + std::strerror(report.error);
-  return "could not make " + plan.paths.front() + " read-only: " + std::strerror(report.error) +
-         " (creating a private mount namespace)";
-}
-
-// The child's side, between fork and exec: system calls only, no allocation.
-
-bool write_proc_file(const char* path, const std::string& text) {
-  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  int saved = errno;
-  close(fd);
-  errno = saved;
-  return written;
-}
-
-/// Remounts the mount at target read-only. The remount has to repeat the flags the mount has
-/// (nosuid, nodev, noexec, atime): the kernel refuses to clear one that is locked, as it is for
-/// mounts inherited from a container's runtime or a more privileged user namespace. statfs, not
-/// glibc's statvfs, which may read /proc/mounts.
-bool remount_readonly(const char* target) {
-  struct statfs status {};
-  if (statfs(target, &status) != 0) return false;
-  static constexpr std::pair<unsigned long, unsigned long> kKept[] = {
-      {ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},           {ST_NOEXEC, MS_NOEXEC},
-      {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
-  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
-  for (auto [kept_if, kept] : kKept) {
-    if (static_cast<unsigned long>(status.f_flags) & kept_if) flags |= kept;
-  }
-  return mount(nullptr, target, nullptr, flags, nullptr) == 0;
-}
-
-/// Moves the child into a private mount namespace (in a user namespace of its own when not root,
-/// and a network namespace when asked) in which every planned path is a read-only bind mount.
-void enter_readonly_namespace(const ReadonlyPlan& plan, bool isolate_network, ChildReport* report) {
-  int flags = CLONE_NEWNS | (plan.user_namespace ? CLONE_NEWUSER : 0);
-  // An unprivileged network namespace needs the user namespace, so both come from one call; a
-  // kernel that refuses network namespaces still gets the read-only paths.
-  if (isolate_network && unshare(flags | CLONE_NEWNET) == 0) {
-    report->network_isolated = true;
-  } else if (unshare(flags) != 0) {
-    report->error = errno;
-    return;
-  }
-  if (plan.user_namespace && (!write_proc_file("/proc/self/setgroups", "deny") ||
-                              !write_proc_file("/proc/self/uid_map", plan.uid_map) ||
-                              !write_proc_file("/proc/self/gid_map", plan.gid_map))) {
-    report->error = errno;
-    return;
-  }
-  // Private, so that the bind mounts below do not propagate back to the parent's namespace.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    report->error = errno;
-    return;
-  }
-  for (std::size_t i = 0; i < plan.paths.size(); ++i) {
-    const char* path = plan.paths[i].c_str();
-    bool done = mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) == 0;
-    for (std::size_t m = 0; done && m < plan.mounts[i].size(); ++m) {
-      done = remount_readonly(plan.mounts[i][m].c_str());
-    }
-    if (!done) {
-      report->error = errno;
-      report->failed_path = static_cast<int>(i);
-      return;
-    }
-  }
-}
-
 void write_all(int fd, const char* text, std::size_t size) {
   ssize_t ignored = write(fd, text, size);
   (void)ignored;
@@ -230,7 +77,7 @@ void write_all(int fd, const char* text, std::size_t size) {
   if (readonly.paths.empty()) {
     if (isolate_network) unshare(CLONE_NEWNET);
   } else {
-    ChildReport report;
+    ReadonlyReport report;
     enter_readonly_namespace(readonly, spec.isolate_network, &report);
     if (report.error != 0 && !report.network_isolated && isolate_network)
       report.network_isolated = unshare(CLONE_NEWNET) == 0;
@@ -238,10 +85,10 @@ void write_all(int fd, const char* text, std::size_t size) {
     if (report.error != 0 && spec.require_readonly) {
       const std::string& path = readonly.paths[std::max(report.failed_path, 0)];
       const char before[] = "cuda-agent sandbox: could not make ";
-      const char after[] = " read-only\n";
+      const char* after = readonly_failure_suffix(report);
       write_all(err_fd, before, sizeof before - 1);
       write_all(err_fd, path.data(), path.size());
-      write_all(err_fd, after, sizeof after - 1);
+      write_all(err_fd, after, std::strlen(after));
       _exit(127);
     }
   }
@@ -308,24 +155,7 @@ bool network_isolation_available() {
 }
 
 bool readonly_isolation_available() {
-  static const bool available = [] {
-    std::error_code ec;
-    std::filesystem::path probe = std::filesystem::temp_directory_path(ec);
-    ReadonlyPlan plan;
-    std::string err;
-    if (ec || !plan_readonly({probe}, &plan, &err) || plan.paths.empty()) return false;
-    pid_t pid = fork();
-    if (pid < 0) return false;
-    if (pid == 0) {
-      ChildReport report;
-      enter_readonly_namespace(plan, false, &report);
-      bool holds = report.error == 0 && access(plan.paths[0].c_str(), W_OK) != 0 && errno == EROFS;
-      _exit(holds ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }();
+  static const bool available = probe_readonly_isolation();
   return available;
 }
 
@@ -455,7 +285,7 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
   if (WIFSIGNALED(status) && !killed) result.signal = WTERMSIG(status);
   if (report_pipe[0] >= 0) {
     // No report: the child was killed before it got that far, and so never ran the command.
-    ChildReport report;
+    ReadonlyReport report;
     if (read(report_pipe[0], &report, sizeof report) == static_cast<ssize_t>(sizeof report)) {
       result.network_isolated = report.network_isolated;
       if (report.error != 0) {

@@ -5,7 +5,8 @@
 /// Limits: wall time (the whole process group is killed at the deadline), resident memory (summed
 /// over the process group, sampled), no network (a fresh network namespace where the kernel allows
 /// one), read-only paths (a private mount namespace in which each is a read-only bind mount of
-/// itself), no core dumps. stdout and stderr go to files, so a chatty child cannot block on a pipe.
+/// itself, locked by a user namespace), no core dumps. stdout and stderr go to files, so a chatty
+/// child cannot block on a pipe.
 #pragma once
 
 #include <atomic>
@@ -35,12 +36,12 @@ struct ProcessSpec {
   std::shared_ptr<std::atomic<bool>> cancel;
   /// Files and directories (with everything beneath them, mounts included) that the child and its
   /// descendants may read but not change, even as root: each is bind-mounted read-only onto itself
-  /// in a private mount namespace (inside a user namespace when cuda-agent is not root). Resolved
-  /// to canonical paths before the child starts; paths that do not exist are skipped.
-  /// Run by root, the child keeps CAP_SYS_ADMIN and CAP_SYS_PTRACE, so these paths stop writes
-  /// that are mistakes, not a child that sets out to get around them: it may unmount them, or
-  /// write through /proc/<pid>/root of a process outside its namespace. A child of another user
-  /// is in a user namespace of its own and can do neither.
+  /// in a private mount namespace, and the child then runs in a user namespace of its own, where
+  /// the kernel locks those mounts (see readonly_mounts.h). It cannot unmount them or remount them
+  /// writable, and has no capabilities over processes outside, so it cannot write through their
+  /// /proc/<pid>/root either. Root stays uid 0 and keeps reading, writing and executing what root
+  /// owns, device files included; files of other users are no longer root's to override.
+  /// Resolved to canonical paths before the child starts; paths that do not exist are skipped.
   std::vector<std::filesystem::path> readonly_paths;
   /// When the kernel refuses the namespaces that readonly_paths needs: true, the command does not
   /// run and the result says why; false, it runs anyway and the result has readonly_enforced false.
@@ -92,8 +93,7 @@ void install_interrupt_handlers();
 bool network_isolation_available();
 
 /// Whether this process may make paths read-only for a child (ProcessSpec::readonly_paths): a
-/// private mount namespace, and a user namespace when not root (probed once, on the temporary
-/// directory).
+/// private mount namespace and a user namespace (probed once, on the temporary directory).
 bool readonly_isolation_available();
 
 }  // namespace cuda_agent

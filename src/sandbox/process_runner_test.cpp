@@ -1,14 +1,19 @@
 #include "sandbox/process_runner.h"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -339,6 +344,139 @@ TEST_F(ReadonlyPathsTest, AFailureStopsTheChildOnlyWhenRequired) {
     return 0;
   });
   if (code == 77) GTEST_SKIP() << "cannot drop CAP_SYS_ADMIN here";
+  EXPECT_EQ(code, 0);
+}
+
+TEST_F(ReadonlyPathsTest, RootCannotUnmountThemOrMakeThemWritable) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  std::string dir = quoted(readonly_.path());
+  ProcessResult r = runner_.run(shell_readonly(
+      "umount " + dir + "; umount -l " + dir + "; mount -o remount,bind,rw " + dir +
+          "; unshare -m sh -c 'umount -l " + readonly_.path().string() + "; echo x > " +
+          (readonly_.path() / "g").string() + "'; echo x > " + quoted(readonly_.path() / "f"),
+      readonly_.path()));
+  EXPECT_TRUE(r.started);
+  EXPECT_TRUE(r.readonly_enforced) << r.describe();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "f"));
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "g"));
+}
+
+TEST_F(ReadonlyPathsTest, CannotBeWrittenThroughTheRootOfAProcessOutside) {
+  auto through = [&](const std::string& root, const std::string& name) {
+    return quoted(std::filesystem::path(root + (readonly_.path() / name).string()));
+  };
+  std::string parent_root = "/proc/" + std::to_string(getpid()) + "/root";
+  // Without read-only paths the way through the parent's root is open, so the test means something.
+  ProcessResult r = runner_.run(shell("echo x > " + through(parent_root, "open")));
+  EXPECT_TRUE(r.succeeded()) << r.describe();
+  EXPECT_TRUE(std::filesystem::exists(readonly_.path() / "open"));
+
+  r = runner_.run(shell_readonly("echo x > " + through("/proc/1/root", "a") + "; echo x > " +
+                                     through(parent_root, "b") + "; ls " + parent_root +
+                                     "/ || exit 3",
+                                 readonly_.path()));
+  EXPECT_TRUE(r.started);
+  EXPECT_TRUE(r.readonly_enforced) << r.describe();
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "a"));
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "b"));
+}
+
+TEST_F(ReadonlyPathsTest, TheChildStillRunsProgramsOpensDevicesAndWritesElsewhere) {
+  // uid 0 stays uid 0, so device files open as before: /dev/null here, the GPU's where present.
+  ProcessResult r = runner_.run(shell_readonly(
+      "echo y > " + quoted(dir_.path() / "g") + " && echo z > /dev/null && cat /dev/null && " +
+          "head -c 4 /dev/urandom | wc -c && " +
+          "for d in /dev/nvidiactl /dev/nvidia0 /dev/nvidia-uvm; do " +
+          "if [ -c $d ]; then exec 3<>$d || exit 9; exec 3>&-; fi; done; id -u",
+      readonly_.path()));
+  EXPECT_TRUE(r.succeeded()) << r.describe() << ": " << slurp(dir_.path() / "err");
+  EXPECT_TRUE(r.readonly_enforced);
+  EXPECT_EQ(slurp(dir_.path() / "g"), "y\n");
+  EXPECT_EQ(slurp(dir_.path() / "out"), "4\n" + std::to_string(geteuid()) + "\n");
+}
+
+// Without the user namespace that root's children get after the mounts: once it execs, a child
+// of another user has no capabilities in the user namespace that its mounts were made in.
+TEST_F(ReadonlyPathsTest, AChildOfAnotherUserCannotUnmountThemEither) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to become another user";
+  const uid_t nobody = 65534;
+  std::filesystem::path file = readonly_.path() / "f";
+  if (chown(readonly_.path().c_str(), nobody, nobody) != 0 ||
+      chown(dir_.path().c_str(), nobody, nobody) != 0)
+    GTEST_SKIP() << "cannot give the directories to another user";
+  int code = in_forked_process([&] {
+    if (setgroups(0, nullptr) != 0 || setresgid(nobody, nobody, nobody) != 0 ||
+        setresuid(nobody, nobody, nobody) != 0)
+      return 77;
+    // Changing users made this process undumpable, which hides /proc/self/uid_map from it and its
+    // children; a process started as another user is dumpable.
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    // umount(8) refuses users other than root by itself, so the system call is made directly.
+    ProcessResult r = runner_.run(shell_readonly(
+        "python3 -c 'import ctypes, sys; ctypes.CDLL(None).umount2(sys.argv[1].encode(), 2)' " +
+            quoted(readonly_.path()) + "; unshare -Urm sh -c 'umount -l " +
+            readonly_.path().string() + "; echo x > " + file.string() + "'; echo x > " +
+            quoted(file),
+        readonly_.path()));
+    if (!r.readonly_enforced) {  // no user namespaces for other users here
+      std::fprintf(stderr, "as another user: %s\n", r.describe().c_str());
+      return 77;
+    }
+    if (!r.started || r.exit_code == 0 || std::filesystem::exists(file)) {
+      std::fprintf(stderr, "another user made it writable: %s\n", r.describe().c_str());
+      return 1;
+    }
+    return 0;
+  });
+  if (code == 77) GTEST_SKIP() << "cannot run a sandboxed child as another user here";
+  EXPECT_EQ(code, 0);
+}
+
+/// Makes unshare(CLONE_NEWUSER) fail with EPERM in this (forked) process and its children.
+bool refuse_user_namespaces() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),  // the low half
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_NEWUSER, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0 && unshare(CLONE_NEWUSER) != 0;
+}
+
+TEST_F(ReadonlyPathsTest, NoUserNamespaceToLockTheMountsIsAFailure) {
+  // As root the mount namespace needs no user namespace; only the lock after the mounts does.
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to provoke the failure";
+  std::filesystem::path file = readonly_.path() / "f";
+  int code = in_forked_process([&] {
+    if (!refuse_user_namespaces()) return 77;
+    ProcessSpec spec = shell_readonly("echo x > " + quoted(file), readonly_.path());
+    ProcessResult r = runner_.run(spec);
+    std::string expected = "could not lock the read-only mounts of " +
+                           std::filesystem::canonical(readonly_.path()).string() + ": " +
+                           std::strerror(EPERM);
+    if (r.started || r.readonly_enforced || r.error.find(expected) != 0 ||
+        slurp(dir_.path() / "err").find("user namespace") == std::string::npos ||
+        std::filesystem::exists(file)) {
+      std::fprintf(stderr, "required: %s\n", r.describe().c_str());
+      return 1;
+    }
+    // Not required: the command runs, its paths still read-only but not locked, and says so.
+    spec.require_readonly = false;
+    r = runner_.run(spec);
+    if (!r.started || r.exit_code == 0 || r.readonly_enforced || std::filesystem::exists(file) ||
+        r.describe().find(expected) == std::string::npos) {
+      std::fprintf(stderr, "not required: %s\n", r.describe().c_str());
+      return 1;
+    }
+    return 0;
+  });
+  if (code == 77) GTEST_SKIP() << "cannot refuse user namespaces here";
   EXPECT_EQ(code, 0);
 }
 
