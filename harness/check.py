@@ -1,10 +1,12 @@
 """Runs the reference Model on the verify input sets and compares the candidate's outputs with
-its own (trusted; never shares a process with candidate code)."""
+its own (trusted; never shares a process with candidate code). With --timed it recomputes the
+timed calls of timing.py instead, from the secret the evaluator revealed for them."""
 
 import faulthandler
 
 faulthandler.enable()
 
+import math
 import sys
 from types import ModuleType
 from typing import Any
@@ -18,8 +20,16 @@ def make_parser():
     parser = common.make_parser(__doc__)
     parser.add_argument("--task", required=True, help="KernelBench-format task file")
     parser.add_argument("--init", required=True, help="init.pt from prepare.py")
-    parser.add_argument("--inputs", required=True, help="verify_inputs.pt from prepare.py")
-    parser.add_argument("--candidate-out", required=True, help="candidate_out.pt")
+    parser.add_argument("--inputs", required=True,
+                        help="verify_inputs.pt from prepare.py (with --timed: profile_inputs.pt)")
+    parser.add_argument("--candidate-out", required=True,
+                        help="candidate_out.pt (with --timed: timing.py's --out bundle)")
+    parser.add_argument("--timed", action="store_true",
+                        help="check timing.py's timed calls rather than the verify sets")
+    parser.add_argument("--secret-file", help="--timed: where the evaluator wrote the secret")
+    parser.add_argument("--iters", type=int, help="--timed: timed calls")
+    parser.add_argument("--save-calls", type=int, default=2,
+                        help="--timed: calls kept in full (default %(default)s)")
     parser.add_argument("--init-seed", type=int, required=True)
     parser.add_argument("--atol", type=float, default=1e-2,
                         help="absolute tolerance (default %(default)s)")
@@ -128,24 +138,162 @@ def find_modified_input(original: list[list], after: list[list]) -> dict | None:
     return None
 
 
-def load_candidate_outputs(path: str, input_sets: list[list]) -> tuple[list, list]:
+def read_candidate_bundle(path: str) -> dict:
     try:
         bundle = common.load_bundle(path)
     except Exception as error:
         raise common.Failure(f"the candidate's outputs {path} cannot be read: "
                              f"{type(error).__name__}: {error}", "candidate_output") from error
-    outputs = bundle.get("outputs") if isinstance(bundle, dict) else None
-    after = bundle.get("inputs_after") if isinstance(bundle, dict) else None
+    if not isinstance(bundle, dict):
+        raise common.Failure(f"the candidate's outputs {path} are not a dictionary",
+                             "candidate_output")
+    return bundle
+
+
+def load_candidate_outputs(path: str, input_sets: list[list]) -> tuple[list, list, list]:
+    """(outputs per set, inputs after the call per set, the rerun of set 0's outputs)."""
+    bundle = read_candidate_bundle(path)
+    outputs, after, rerun = bundle.get("outputs"), bundle.get("inputs_after"), bundle.get("rerun")
     n = len(input_sets)
     well_formed = (isinstance(outputs, list) and isinstance(after, list)
+                   and isinstance(rerun, list)
                    and len(outputs) == n and len(after) == n
                    and all(isinstance(o, list) for o in outputs)
                    and all(isinstance(a, list) and len(a) == len(i)
                            for a, i in zip(after, input_sets)))
     if not well_formed:
         raise common.Failure(f"the candidate's outputs {path} are not {n} sets of "
-                             "{outputs, inputs_after}", "candidate_output")
-    return outputs, after
+                             "{outputs, inputs_after} and a rerun", "candidate_output")
+    return outputs, after, rerun
+
+
+# --- degenerate tasks (S4, S13): outputs a candidate could match without computing them ------
+
+
+def _within(expected: torch.Tensor, got: torch.Tensor, atol: float, rtol: float) -> bool:
+    e, g = common.as_float64(expected), common.as_float64(got)
+    return bool(torch.isfinite(e).all()) and bool(
+        ((g - e).abs() <= atol + rtol * e.abs()).all())
+
+
+def trivial_output(j: int, expected: list[list], input_sets: list[list], atol: float,
+                   rtol: float) -> str | None:
+    """Why output j of the reference could be matched without computing it, or None: it is one
+    constant (within tolerance) on every set, it is the same tensor whatever the inputs, or it
+    is one of the inputs."""
+    values = [outputs[j] for outputs in expected]
+    if not all(isinstance(v, torch.Tensor) and v.numel() > 0 for v in values):
+        return None
+    flat = torch.cat([common.as_float64(v).flatten() for v in values])
+    if not bool(torch.isfinite(flat).all()):
+        return None
+    middle = float(flat.min() + flat.max()) / 2
+    if _within(flat, torch.full_like(flat, middle), atol, rtol):
+        return f"is within tolerance of the constant {middle:.6g} on every input set"
+    if len(values) > 1 and all(v.shape == values[0].shape and _within(v, values[0], atol, rtol)
+                               for v in values[1:]):
+        return "is the same on every input set: it does not depend on the inputs"
+    for i in range(len(input_sets[0])):
+        if all(isinstance(inputs[i], torch.Tensor) and inputs[i].shape == v.shape
+               and _within(v, inputs[i], atol, rtol) for inputs, v in zip(input_sets, values)):
+            return f"is within tolerance of input {i} on every input set"
+    return None
+
+
+def find_degenerate(expected: list[list], input_sets: list[list], atol: float,
+                    rtol: float) -> dict | None:
+    """The task is degenerate when every output is trivial: a candidate that computes nothing
+    would pass, so no verdict on a candidate means anything."""
+    if not expected or not expected[0]:
+        return None
+    reasons = [trivial_output(j, expected, input_sets, atol, rtol)
+               for j in range(len(expected[0]))]
+    if any(reason is None for reason in reasons):
+        return None
+    return {"output": 0, "detail": f"the task's output 0 {reasons[0]}; a candidate that "
+                                   "computes nothing would pass, so the task cannot verify one"}
+
+
+# --- timed calls -------------------------------------------------------------------------------
+
+
+def check_timed(task: ModuleType, init: dict, base_sets: list[list], bundle: dict, args: Any,
+                report: dict) -> None:
+    """Recomputes every timed call of timing.py with the reference: the fingerprints of each
+    call's outputs must be within what atol and rtol allow, the kept outputs must match in
+    full. Reports "timed": {"calls", "kept", "mismatch"}."""
+    with open(args.secret_file) as f:
+        secret = int(f.read().strip(), 16)
+    plan = common.TimedPlan(secret, args.iters, len(base_sets), args.save_calls)
+    fingerprints, saved, kept = (bundle.get(k) for k in ("fingerprints", "saved", "outputs"))
+    if not (isinstance(fingerprints, list) and len(fingerprints) == args.iters
+            and saved == plan.saved and isinstance(kept, list) and len(kept) == len(plan.saved)):
+        raise common.Failure("the timed calls' bundle does not hold a fingerprint for each of "
+                             f"the {args.iters} calls and the outputs of calls {plan.saved}",
+                             "candidate_output")
+    device_sets = [common.to_device(inputs, args.device) for inputs in base_sets]
+    try:
+        model, _ = common.build_model(task.Model, init, args.init_seed, args.device)
+    except Exception as error:
+        raise common.TaskError(f"building the task's Model failed: {error}") from error
+    mismatch = None
+    for i in range(args.iters):
+        try:
+            expected = common.output_list(model(*plan.inputs(device_sets, i)))
+            common.synchronize(args.device)
+        except Exception as error:
+            raise common.TaskError(f"the task's Model failed on timed call {i}: "
+                                   f"{type(error).__name__}: {error}") from error
+        mismatch = compare_fingerprints(i, plan, expected, fingerprints[i], args)
+        if mismatch is None and i in plan.saved:
+            got = kept[plan.saved.index(i)]
+            if not isinstance(got, list) or len(got) != len(expected):
+                mismatch = {"call": i, "output": None, "detail": f"timed call {i} kept "
+                            f"{len(got) if isinstance(got, list) else 'no'} outputs where the "
+                            f"reference returns {len(expected)}"}
+            else:
+                for j, (e, g) in enumerate(zip(common.to_cpu(expected), got)):
+                    found, _, _ = compare_output(e, g, args.atol, args.rtol, args.device)
+                    if found is not None:
+                        mismatch = {"call": i, "output": j,
+                                    "detail": f"timed call {i} output {j} {found['detail']}"}
+                        break
+        if mismatch is not None:
+            break
+    report["timed"] = {"calls": args.iters, "kept": plan.saved, "mismatch": mismatch}
+
+
+FINGERPRINT_SLACK = 1e-9  # float64 rounding of the sums, relative to the sum of magnitudes
+
+
+def compare_fingerprints(i: int, plan: common.TimedPlan, expected: list, got: Any,
+                         args: Any) -> dict | None:
+    """A call's fingerprints against the reference's. When every element is within atol +
+    rtol*|e|, each weighted sum is within the same weighted sum of those bounds; outside it,
+    some element is not."""
+    if not isinstance(got, list) or len(got) != len(expected):
+        return {"call": i, "output": None, "detail": f"timed call {i} returned "
+                f"{len(got) if isinstance(got, list) else 'no'} outputs where the reference "
+                f"returns {len(expected)}"}
+    for j, (e, pair) in enumerate(zip(expected, got)):
+        if not isinstance(e, torch.Tensor):
+            continue
+        wide = common.as_float64(e)
+        if not bool(torch.isfinite(wide).all()):
+            continue  # the reference itself is not finite here: nothing to hold the call to
+        weights = plan.weights(j, e)
+        bound = args.atol + args.rtol * wide.abs()
+        sums = torch.stack([wide.sum(), (wide * weights).sum()]).tolist()
+        limits = torch.stack([bound.sum(), (bound * weights.abs()).sum()]).tolist()
+        slack = FINGERPRINT_SLACK * (float(wide.abs().sum()) + 1.0)
+        ok = (isinstance(pair, list) and len(pair) == 2
+              and all(isinstance(v, float) and math.isfinite(v) for v in pair)
+              and all(abs(v - s) <= limit + slack for v, s, limit in zip(pair, sums, limits)))
+        if not ok:
+            return {"call": i, "output": j, "detail": f"timed call {i} output {j} does not "
+                    f"match the reference: its fingerprint is {pair} where {sums} (within "
+                    f"{limits}) is expected; outputs of timed calls are recomputed"}
+    return None
 
 
 def run_reference(task: ModuleType, init: dict, input_sets: list[list], init_seed: int,
@@ -166,10 +314,24 @@ def run_reference(task: ModuleType, init: dict, input_sets: list[list], init_see
 def main(args: Any, report: dict) -> None:
     init = common.load_bundle(args.init)
     input_sets = common.load_bundle(args.inputs)
-    outputs, inputs_after = load_candidate_outputs(args.candidate_out, input_sets)
+    if args.timed:
+        if not args.secret_file or args.iters is None or args.iters < 1:
+            raise common.UsageError("--timed needs --secret-file and --iters")
+        bundle = read_candidate_bundle(args.candidate_out)
+        check_timed(common.load_task(args.task), init, input_sets, bundle, args, report)
+        return
+    outputs, inputs_after, rerun = load_candidate_outputs(args.candidate_out, input_sets)
     task = common.load_task(args.task)
     expected = run_reference(task, init, input_sets, args.init_seed, args.device)
-    report.update(compare_sets(expected, outputs, args.atol, args.rtol, args.device))
+    report["degenerate"] = find_degenerate(expected, input_sets, args.atol, args.rtol)
+    report.update(compare_sets(expected + [expected[0]], outputs + [rerun], args.atol,
+                               args.rtol, args.device))
+    if report["mismatch"] is not None and report["mismatch"]["set"] == len(input_sets):
+        mismatch = report["mismatch"]
+        mismatch["detail"] = mismatch["detail"].replace(
+            f"set {len(input_sets)} ", "set 0, run again on a fresh ModelNew over differently "
+            "poisoned memory, ", 1)
+    report["sets"] = len(input_sets)
     report["inputs_modified"] = find_modified_input(input_sets, inputs_after)
     report["correct"] = report["mismatch"] is None and report["inputs_modified"] is None
 

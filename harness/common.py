@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import random
 import sys
 import time
 import traceback
@@ -16,7 +17,13 @@ from typing import Any, Callable
 
 import torch
 
+# OpenMP threads of a candidate's CPU kernels sleep as soon as their parallel region ends, rather
+# than spinning for milliseconds: a thread still on the CPU after forward returned is then one
+# that is working (watch.py, T2). Read by libgomp when the kernel library loads it.
+os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
 from guard import DispatchGuard
+from watch import Watch, pin_precision
 
 TASK_NAMES = ("Model", "get_inputs", "get_init_inputs")
 TASK_MODULE = "_cuda_agent_task"
@@ -65,16 +72,39 @@ def make_parser(description: str) -> argparse.ArgumentParser:
 RELEASE_POLL_S = 0.005
 
 
+def _wait_for_file(path: str) -> str:
+    while not os.path.exists(path):
+        time.sleep(RELEASE_POLL_S)
+    with open(path) as f:
+        return f.read().strip()
+
+
 def wait_for_release(gate: str) -> None:
     """Blocks until the evaluator writes the gate file. The script has imported torch and set up
     the device by then, so that start-up overlaps the step before it; nothing of the task's or
     the candidate's has been loaded yet."""
-    while not os.path.exists(gate):
-        time.sleep(RELEASE_POLL_S)
-    with open(gate) as f:
-        word = f.read().strip()
+    word = _wait_for_file(gate)
     if word != "go":
         raise Failure(f"the evaluator ended this step before it began ({word})", kind="aborted")
+
+
+def wait_for_secret(gate: str) -> int:
+    """timing.py's second gate: announces GATE.ready, then waits for GATE.time, where the
+    evaluator writes the secret of the timed calls (hex) and starts its own clock."""
+    write_text_atomic(f"{gate}.ready", "ready")
+    word = _wait_for_file(f"{gate}.time")
+    try:
+        return int(word, 16)
+    except ValueError:
+        raise Failure(f"the evaluator ended the timed calls before they began ({word})",
+                      kind="aborted") from None
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def _report_path(argv: list[str]) -> str | None:
@@ -250,13 +280,15 @@ def build_model(cls: type, init: dict, init_seed: int, device: str) -> tuple[tor
 
 
 def load_candidate_model(workspace: str, kernel_lib: str, init: dict, init_seed: int, device: str,
-                         report: dict) -> tuple[torch.nn.Module, DispatchGuard]:
+                         report: dict) -> tuple[torch.nn.Module, DispatchGuard, Watch]:
     """Loads and builds ModelNew as run_candidate.py and timing.py both do, with the guard its
-    calls run under; report gets "violations", "library_ops" and "weights"."""
-    cls = load_candidate(workspace, kernel_lib)
+    calls run under and the watch that checks the process after them; report gets
+    "violations" (the guard's and the watch's), "library_ops" and "weights"."""
     guard = DispatchGuard()
+    watch = Watch(device, guard.violations)  # before any candidate code runs
     report["violations"] = guard.violations
     report["library_ops"] = guard.library_ops
+    cls = load_candidate(workspace, kernel_lib)
     base = model_base(cls)
     if base is not None:
         detail = (f"ModelNew derives from {base.__module__}.{base.__qualname__}: it must implement "
@@ -268,7 +300,10 @@ def load_candidate_model(workspace: str, kernel_lib: str, init: dict, init_seed:
     except BaseException as error:
         raise Failure(f"constructing ModelNew failed: {type(error).__name__}: {error}", "load") \
             from error
-    return model, guard
+    watch.check("while model_new.py was imported and ModelNew built")
+    if guard.violations:
+        raise _violation(guard)
+    return model, guard, watch
 
 
 def call_candidate(model: torch.nn.Module, inputs: list, guard: DispatchGuard,
@@ -287,6 +322,15 @@ def call_candidate(model: torch.nn.Module, inputs: list, guard: DispatchGuard,
     if guard.violations:
         raise _violation(guard)
     return output_list(output)
+
+
+def after_call(guard: DispatchGuard, watch: Watch) -> None:
+    """The checks after each candidate call, outside any timed region: no thread still working,
+    nothing of the harness or torch patched, precision as pinned."""
+    watch.check_threads_idle("after ModelNew.forward returned")
+    watch.check("during ModelNew.forward")
+    if guard.violations:
+        raise _violation(guard)
 
 
 def _violation(guard: DispatchGuard) -> Failure:
@@ -346,13 +390,6 @@ def describe(value: Any) -> dict[str, Any]:
 # --- devices -----------------------------------------------------------------------------------
 
 
-def pin_precision() -> None:
-    """Full fp32 precision on both sides: no TF32 in cuBLAS or cuDNN."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-
-
 def synchronize(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -374,9 +411,10 @@ POISON_SMALL_BLOCKS = 64  # 1 MiB each: the caching allocator's small-block pool
 POISON_LARGE_MAX_BYTES = 16 << 30
 
 
-def poison_cuda_allocator() -> None:
-    """Leaves the caching allocator's free memory filled with 0xFF bytes (NaN in every floating
-    dtype), so memory a candidate allocates and never writes reads as NaN, not stale values."""
+def poison_cuda_allocator(byte: int = 0xFF) -> None:
+    """Leaves the caching allocator's free memory filled with `byte` (0xFF: NaN in every
+    floating dtype), so memory a candidate allocates and never writes reads as poison, not
+    stale values."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     free, _ = torch.cuda.mem_get_info()
@@ -385,6 +423,70 @@ def poison_cuda_allocator() -> None:
     blocks += [torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
                for _ in range(POISON_SMALL_BLOCKS)]
     for block in blocks:
-        block.fill_(255)
+        block.fill_(byte)
     torch.cuda.synchronize()
     del blocks
+
+
+# --- timed calls -------------------------------------------------------------------------------
+
+
+class TimedPlan:
+    """What the timed calls of timing.py run on and keep, derived from a secret the evaluator
+    reveals only once warm-up is over (T7, T8, T11, S8): call i runs on a fresh copy of profile
+    set i mod P whose floating inputs are scaled by a factor in [0.5, 1), so no two calls see the
+    same values and no output can be computed before the call; a fingerprint of every call's
+    outputs is kept, and the outputs of `saved` calls in full. check.py --timed derives the same
+    plan from the same secret and recomputes all of it with the reference."""
+
+    def __init__(self, secret: int, iters: int, sets: int, save_calls: int) -> None:
+        rng = random.Random(secret)
+        self.iters, self.sets = iters, sets
+        self.scales = [0.5 + 0.5 * rng.random() for _ in range(iters)]
+        self.saved = sorted(rng.sample(range(iters), max(0, min(save_calls, iters))))
+        self._weight_seed = rng.getrandbits(62)
+        self._weights: dict[tuple, torch.Tensor] = {}
+
+    @staticmethod
+    def copy(values: list) -> list:
+        """New tensors with the same values (warm-up calls never reuse an allocation either)."""
+        return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+    def inputs(self, base_sets: list[list], i: int) -> list:
+        """Call i's inputs: new tensors on the base set's device, floating ones scaled."""
+        scale = self.scales[i]
+        inputs = []
+        for value in base_sets[i % self.sets]:
+            if isinstance(value, torch.Tensor):
+                value = value.clone()
+                if value.is_floating_point() or value.is_complex():
+                    value.mul_(scale)
+            inputs.append(value)
+        return inputs
+
+    def weights(self, output: int, tensor: torch.Tensor) -> torch.Tensor:
+        key = (output, tuple(tensor.shape), tensor.is_complex(), str(tensor.device))
+        if key not in self._weights:
+            shape = tuple(tensor.shape) + ((2,) if tensor.is_complex() else ())
+            generator = torch.Generator(device=tensor.device)
+            generator.manual_seed(self._weight_seed + output)
+            uniform = torch.rand(shape, generator=generator, dtype=torch.float64,
+                                 device=tensor.device)
+            self._weights[key] = uniform * 2 - 1
+        return self._weights[key]
+
+    def fingerprint(self, outputs: list) -> list[list[float]]:
+        """[sum, weighted sum] of each output in float64 (weights in [-1, 1) from the secret)."""
+        result = []
+        for j, output in enumerate(outputs):
+            wide = as_float64(output)
+            pair = torch.stack([wide.sum(), (wide * self.weights(j, output)).sum()])
+            result.append([float(v) for v in pair.cpu()])
+        return result
+
+
+def as_float64(tensor: torch.Tensor) -> torch.Tensor:
+    tensor = tensor.detach()
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    return tensor.to(torch.float64)

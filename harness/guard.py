@@ -22,6 +22,8 @@ from torch.utils._python_dispatch import (
     _pop_mode,
 )
 
+from watch import precision_pinned
+
 # Op overload packet names ("aten::empty" covers aten::empty.memory_format and its overloads).
 ALLOCATION_OPS = frozenset({
     "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::empty_permuted",
@@ -86,8 +88,12 @@ class DispatchGuard(TorchDispatchMode):
             raise GuardViolation(
                 f"{func.name()} is torch compute, forbidden during ModelNew.forward: only "
                 "allocation, views and library GEMM/convolution may run; write a kernel for it")
-        if kind == "library" and packet not in self.library_ops:
-            self.library_ops.append(packet)
+        if kind == "library":
+            if packet not in self.library_ops:
+                self.library_ops.append(packet)
+            if not precision_pinned():  # S11: TF32 switched on just for this call
+                self._violate("precision_changed", f"{func.name()} ran with TF32 or reduced "
+                              "fp32 matmul precision switched on: the evaluator pins full fp32")
         return func(*args, **(kwargs or {}))
 
     def __exit__(self, exc_type, exc_value, exc_tb) -> None:

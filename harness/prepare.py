@@ -6,6 +6,7 @@ import faulthandler
 faulthandler.enable()
 
 import os
+import random
 import sys
 from types import ModuleType
 from typing import Any
@@ -39,6 +40,74 @@ def draw_inputs(task: ModuleType, seed: int, count: int) -> list[list]:
     return sets
 
 
+def floating(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+
+
+def shifted(inputs: list, rng: random.Random) -> list:
+    """S5: the floating inputs moved to another scale and centre, so an answer that is the
+    expected value of get_inputs()'s distribution (or any constant tuned to it) no longer holds."""
+    scale, shift = 1.5 + 1.5 * rng.random(), 2 * rng.random() - 1
+    return [v * scale + shift if floating(v) else v for v in inputs]
+
+
+def spiked(inputs: list, rng: random.Random) -> list:
+    """S6: one element of each floating input far above the rest, so a reduction over a
+    subsample, or a kernel that skips part of its input, misses it."""
+    result = []
+    for value in inputs:
+        if floating(value) and value.numel() > 1:
+            value = value.clone(memory_format=torch.contiguous_format)
+            flat = value.view(-1)
+            spread = float(value.abs().max()) if value.numel() else 0.0
+            flat[rng.randrange(flat.numel())] += 50 * (spread + 1)
+        result.append(value)
+    return result
+
+
+def extra_sets(task_model: torch.nn.Module, base: list, seed: int, device: str,
+               report: dict) -> list[list]:
+    """The shifted and spiked verify sets, kept only where the reference gives finite outputs on
+    them (a task may need positive inputs, or probabilities: then the set is dropped, and the
+    report says so)."""
+    rng = random.Random(seed)
+    kept, dropped = [], []
+    for name, make in (("shifted", shifted), ("spiked", spiked)):
+        candidate = make(base, rng)
+        try:
+            outputs = common.output_list(task_model(*common.to_device(candidate, device)))
+            common.synchronize(device)
+            finite = all(bool(torch.isfinite(o).all()) for o in outputs
+                         if isinstance(o, torch.Tensor) and (o.is_floating_point()
+                                                              or o.is_complex()))
+        except Exception as error:
+            dropped.append({"set": name, "reason": f"the reference raised "
+                            f"{type(error).__name__}: {error}"})
+            continue
+        if not finite:
+            dropped.append({"set": name, "reason": "the reference's outputs are not finite"})
+            continue
+        kept.append(common.to_cpu(candidate))
+    report["extra_sets"] = {"kept": len(kept), "dropped": dropped}
+    return kept
+
+
+def peak_bandwidth(device: str) -> float | None:
+    """Bytes per second the device's memory can move at most (cuda), for the time floor."""
+    if device != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clock_khz, bus_bits = getattr(props, "memory_clock_rate", 0), getattr(props,
+                                                                         "memory_bus_width", 0)
+    if not clock_khz or not bus_bits:
+        return None
+    return clock_khz * 1e3 * 2 * bus_bits / 8  # double data rate
+
+
+def tensor_bytes(values: list) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
 def main(args: Any, report: dict) -> None:
     if args.verify_sets < 1 or args.profile_sets < 1:
         raise common.UsageError("--verify-sets and --profile-sets must be at least 1")
@@ -57,7 +126,6 @@ def main(args: Any, report: dict) -> None:
     state = {name: value.detach().cpu() for name, value in model.state_dict().items()}
     common.save_bundle({"init_inputs": common.to_cpu(init_inputs), "state_dict": state},
                        os.path.join(args.out, "init.pt"))
-    common.save_bundle(verify, os.path.join(args.out, "verify_inputs.pt"))
     common.save_bundle(profile, os.path.join(args.out, "profile_inputs.pt"))
 
     try:
@@ -67,12 +135,17 @@ def main(args: Any, report: dict) -> None:
     except Exception as error:
         raise common.TaskError(f"the task's Model failed on verify set 0: "
                                f"{type(error).__name__}: {error}") from error
+    verify += extra_sets(model, verify[0], args.seed ^ 0x5EED, args.device, report)
+    common.save_bundle(verify, os.path.join(args.out, "verify_inputs.pt"))
 
     report["torch"] = torch.__version__
     report["device_name"] = common.device_name(args.device)
     report["inputs"] = [common.describe(value) for value in verify[0]]
     report["outputs"] = [common.describe(value) for value in outputs]
     report["parameters"] = sum(p.numel() for p in model.parameters())
+    report["verify_sets"] = len(verify)
+    report["output_bytes"] = tensor_bytes(outputs)
+    report["peak_bandwidth"] = peak_bandwidth(args.device)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,11 @@
 """Times one implementation of a task: eager Model, torch.compile(Model) or the candidate's
-ModelNew (trusted for eager and compile; untrusted for the candidate)."""
+ModelNew (trusted for eager and compile; untrusted for the candidate).
+
+Every implementation goes through the same steps, so that the evaluator's host clock sees the
+same overhead around each: load, warm up on the profile sets, announce readiness and wait for
+the secret of the timed calls (the evaluator starts its clock when it writes it), then run the
+timed calls on fresh inputs derived from it and write their times, fingerprints and some outputs
+for check.py --timed to recompute."""
 
 import faulthandler
 
@@ -13,6 +19,17 @@ from typing import Any, Callable
 import torch
 
 import common
+from watch import Watch
+
+# Taken before any candidate code is imported: a patch of the module attributes later does not
+# reach the timed region (T4). The watch reports such patches as well.
+_perf_ns = time.perf_counter_ns
+_fill = torch._C.TensorBase.fill_
+if torch.cuda.is_available():
+    _cuda_sync = torch._C._cuda_synchronize
+    _record = torch._C._CudaEventBase.record
+    _event_sync = torch._C._CudaEventBase.synchronize
+    _elapsed_ms = torch._C._CudaEventBase.elapsed_time
 
 
 def make_parser():
@@ -31,17 +48,40 @@ def make_parser():
     parser.add_argument("--flush-mb", type=float, default=256,
                         help="MiB overwritten before each timed call to evict the L2; 0 skips "
                              "it, on cpu only (default %(default)s)")
+    parser.add_argument("--save-calls", type=int, default=2,
+                        help="timed calls whose outputs are kept in full (default %(default)s)")
+    parser.add_argument("--out", required=True,
+                        help="where the timed calls' fingerprints and kept outputs are written")
     return parser
 
 
-def build_forward(args: Any, init: dict, report: dict) -> Callable[[list], list]:
-    """A call of the implementation on one input set, ending in a device synchronize."""
+class Implementation:
+    """forward(inputs) -> outputs, ending in a device synchronize; after(outputs) the checks that
+    follow each call outside the timed region. Eager and compile run the same checks (and
+    ignore what they find), so the overhead around their calls is the candidate's."""
+
+    def __init__(self, forward: Callable[[list], list], after: Callable[[list], None],
+                 watch: Watch) -> None:
+        self.forward, self.after, self.watch = forward, after, watch
+
+
+def build(args: Any, init: dict, report: dict) -> Implementation:
     if args.impl == "candidate":
         if not args.workspace or args.kernel_lib is None:
             raise common.UsageError("--impl candidate needs --workspace and --kernel-lib")
-        model, guard = common.load_candidate_model(args.workspace, args.kernel_lib, init,
-                                                   args.init_seed, args.device, report)
-        return lambda inputs: common.call_candidate(model, inputs, guard, args.device)
+        model, guard, watch = common.load_candidate_model(args.workspace, args.kernel_lib, init,
+                                                          args.init_seed, args.device, report)
+
+        def after(outputs: list) -> None:
+            common.check_output_types(outputs)
+            common.after_call(guard, watch)
+
+        def forward(inputs: list) -> list:
+            return common.call_candidate(model, inputs, guard, args.device)
+
+        return Implementation(forward, after, watch)
+
+    watch = Watch(args.device, [])
 
     task = common.load_task(args.task)
     try:
@@ -60,38 +100,61 @@ def build_forward(args: Any, init: dict, report: dict) -> Callable[[list], list]
                                    f"{type(error).__name__}: {error}") from error
         return common.output_list(output)
 
-    return forward
+    def after(outputs: list) -> None:
+        watch.check_threads_idle("after the call")
+        watch.check("during the call")
+
+    return Implementation(forward, after, watch)
 
 
-def time_calls(forward: Callable[[list], list], input_sets: list[list], args: Any) -> list[float]:
-    """Microseconds of each timed call, rotating through the input sets, after the warm-up."""
+def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: dict) -> None:
+    """Warm-up on the profile sets, then the timed calls of the plan the secret gives."""
     cuda = args.device == "cuda"
-    check = common.check_output_types if args.impl == "candidate" else (lambda outputs: None)
     flush_ints = int(args.flush_mb * (1 << 20)) // 4
     flush = torch.empty(flush_ints, dtype=torch.int32, device=args.device) if flush_ints else None
+    l2 = impl.watch.l2
     for i in range(args.warmup):
-        check(forward(input_sets[i % len(input_sets)]))
-    start = torch.cuda.Event(enable_timing=True) if cuda else None
-    end = torch.cuda.Event(enable_timing=True) if cuda else None
-    times = []
-    for i in range(args.iters):
-        inputs = input_sets[i % len(input_sets)]
-        if flush is not None:
-            flush.fill_(i)
-        common.synchronize(args.device)
-        if cuda:
-            start.record()
-            outputs = forward(inputs)  # ends in torch.cuda.synchronize(): all streams are done
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0)
-        else:
-            begin = time.perf_counter_ns()
-            outputs = forward(inputs)
-            times.append((time.perf_counter_ns() - begin) / 1000.0)
-        check(outputs)
+        outputs = impl.forward(common.TimedPlan.copy(base_sets[i % len(base_sets)]))
+        impl.after(outputs)
         del outputs
-    return times
+    impl.watch.settled()  # thread pools the warm-up started are not new
+    if cuda:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        stream = torch.cuda.current_stream()
+
+    secret = common.wait_for_secret(args.wait_for) if args.wait_for else 0
+    plan = common.TimedPlan(secret, args.iters, len(base_sets), args.save_calls)
+    times, host, fingerprints, kept = [], [], [], []
+    for i in range(args.iters):
+        inputs = plan.inputs(base_sets, i)
+        if flush is not None:
+            _fill(flush, i)
+        if l2 is not None:
+            l2.reset()  # T10: no line stays pinned in L2 through the flush
+        if cuda:
+            _cuda_sync()
+            begin = _perf_ns()
+            _record(start, stream)
+            outputs = impl.forward(inputs)
+            _cuda_sync()  # the whole device: work left on any stream is inside the measurement
+            _record(end, stream)
+            _event_sync(end)
+            host.append((_perf_ns() - begin) / 1000.0)
+            times.append(_elapsed_ms(start, end) * 1000.0)
+        else:
+            begin = _perf_ns()
+            outputs = impl.forward(inputs)
+            times.append((_perf_ns() - begin) / 1000.0)
+            host.append(times[-1])
+        impl.after(outputs)
+        fingerprints.append(plan.fingerprint(outputs))
+        if i in plan.saved:
+            kept.append(common.to_cpu(outputs))
+        del outputs, inputs
+    common.save_bundle({"fingerprints": fingerprints, "saved": plan.saved, "outputs": kept},
+                       args.out)
+    report.update(times_us=times, host_us=host)
 
 
 def percentile(ordered: list[float], q: float) -> float:
@@ -107,15 +170,17 @@ def main(args: Any, report: dict) -> None:
         raise common.UsageError("--warmup must be at least 0 and --iters at least 1")
     if args.flush_mb < 0 or (args.flush_mb == 0 and args.device == "cuda"):
         raise common.UsageError("--flush-mb must be positive on cuda and at least 0 on cpu")
+    if args.save_calls < 0:
+        raise common.UsageError("--save-calls must be at least 0")
     report.update(impl=args.impl, iters=args.iters, warmup=args.warmup, torch=torch.__version__,
                   device_name=common.device_name(args.device))
     init = common.load_bundle(args.init)
-    input_sets = [common.to_device(inputs, args.device)
-                  for inputs in common.load_bundle(args.inputs)]
-    forward = build_forward(args, init, report)
-    times = time_calls(forward, input_sets, args)
-    ordered = sorted(times)
-    report.update(times_us=times, median_us=percentile(ordered, 0.5),
+    base_sets = [common.to_device(inputs, args.device)
+                 for inputs in common.load_bundle(args.inputs)]
+    impl = build(args, init, report)
+    time_calls(impl, base_sets, args, report)
+    ordered = sorted(report["times_us"])
+    report.update(median_us=percentile(ordered, 0.5),
                   p10_us=percentile(ordered, 0.1), p90_us=percentile(ordered, 0.9),
                   min_us=ordered[0], max_us=ordered[-1])
 

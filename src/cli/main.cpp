@@ -95,7 +95,9 @@ int run(int argc, char** argv) {
   options.device = default_device();
   std::string cache_dir;
   bool as_json = false;
+  bool explain = false;
   bool no_cache = false;
+  std::string source_rules = "enforce";
   eval->add_option("workspace", workspace, "workspace laid out by `cuda-agent init`");
   eval->add_option("--task", task_path, "task file, to evaluate --candidate without a workspace");
   eval->add_option("--candidate", candidate_path, "model_new.py to evaluate against --task");
@@ -108,6 +110,12 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"compile", "verify", "profile", "all"}))
       ->capture_default_str();
   eval->add_flag("--json", as_json, "print the result record as JSON on stdout");
+  eval->add_flag("--explain", explain, "also print every check that ran and what it saw");
+  eval->add_option("--source-rules", source_rules,
+                   "enforce: a broken source rule fails the candidate before its code runs; "
+                   "warn: findings are warnings (the run-time checks still apply)")
+      ->check(CLI::IsMember({"enforce", "warn"}))
+      ->capture_default_str();
   eval->add_option("--atol", options.atol, "absolute tolerance")->capture_default_str();
   eval->add_option("--rtol", options.rtol, "relative tolerance")->capture_default_str();
   eval->add_option("--verify-sets", options.verify_sets, "fresh random input sets checked")
@@ -172,16 +180,20 @@ int run(int argc, char** argv) {
   if (*show) {
     nlohmann::json record;
     if (Status s = store->get_evaluation(show_id, &record); !s.ok()) return fail(s);
-    std::cout << (show_json ? record.dump(2) + "\n"
-                            : format_summary(EvalResult::from_json(record)));
+    EvalResult stored = EvalResult::from_json(record);
+    std::cout << (show_json ? record.dump(2) + "\n" : format_summary(stored) + format_checks(stored));
     return kExitPass;
   }
 
   // eval
   options.harness_dir = harness_dir();
   options.use_baseline_cache = !no_cache;
+  options.enforce_source_rules = source_rules == "enforce";
   options.compile.cache_dir =
       cache_dir.empty() ? default_cache_dir() / "build" : fs::path(cache_dir);
+  std::error_code ec;
+  fs::create_directories(options.compile.cache_dir, ec);  // so that it can be mounted read-only
+  options.protected_paths = {store->path().parent_path(), options.compile.cache_dir};
   std::unique_ptr<TempDir> scratch;
   if (workspace.empty()) {
     if (task_path.empty() || candidate_path.empty()) {
@@ -216,8 +228,10 @@ int run(int argc, char** argv) {
   if (as_json) {
     std::cout << result.to_json().dump(2) << "\n";
   } else {
-    std::cout << format_summary(result) << "  stored as evaluation " << result.id << " in "
-              << store->path().string() << "\n";
+    std::cout << format_summary(result) << (explain ? format_checks(result) : "")
+              << "  stored as evaluation " << result.id << " in " << store->path().string()
+              << "\n";
   }
+  if (result.outcome == Outcome::kDegenerateTask) return kExitError;  // no verdict possible
   return result.passed() ? kExitPass : kExitFail;
 }

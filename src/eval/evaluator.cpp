@@ -1,6 +1,9 @@
 #include "eval/evaluator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <numeric>
 #include <random>
 
 #include "eval/harness.h"
@@ -19,7 +22,9 @@ struct Evaluator::Run {
   fs::path workspace;
   WorkspaceRecord record;
   TempDir dir{"cuda-agent-run-"};
-  fs::path task_file;                // the recorded task text, in a private folder
+  fs::path trusted;                  // dir/trusted: the task, inputs, weights; read-only to candidates
+  std::vector<fs::path> readonly;    // what candidate processes may not write
+  fs::path task_file;                // the recorded task text, in trusted/
   fs::path library;                  // the compiled kernels
   unsigned long long seed = 0;       // secret: never given to a candidate process
   unsigned long long init_seed = 0;  // weights; the candidate builds ModelNew with it
@@ -32,6 +37,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kSavedTimedCalls = 2;                // timed calls kept in full for the recheck
+constexpr double kCpuBandwidthBytesPerS = 1e12;    // no CPU writes memory faster
+constexpr double kCudaCallFloorUs = 1.0;           // a launch and a device synchronize
+constexpr double kCpuCallFloorUs = 0.05;           // a Python call
+constexpr double kClockSlackUs = 20.0;             // event vs host clock on one call
+constexpr double kOverheadSlackS = 0.1;            // host overhead jitter between processes
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -40,6 +52,55 @@ unsigned long long draw_seed() {
   std::random_device device;
   unsigned long long seed = (static_cast<unsigned long long>(device()) << 32) | device();
   return seed & ((1ULL << 40) - 1);  // room for seed + set offsets below torch's 2^64 limit
+}
+
+std::string secret_hex() {
+  std::random_device device;
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%08x%08x", device(), device());
+  return buffer;
+}
+
+void add_check(EvalResult* r, std::string name, std::string status, std::string detail) {
+  r->checks.push_back({std::move(name), std::move(status), std::move(detail)});
+}
+
+/// Linear interpolation between the closest ranks of an ascending list (as timing.py does).
+double percentile(const std::vector<double>& ordered, double q) {
+  double position = (ordered.size() - 1) * q;
+  size_t low = static_cast<size_t>(position);
+  size_t high = std::min(low + 1, ordered.size() - 1);
+  return ordered[low] + (ordered[high] - ordered[low]) * (position - low);
+}
+
+/// The raw per-call times of a timing report, when there are exactly `iters` finite,
+/// non-negative ones in times_us and in host_us.
+bool read_times(const nlohmann::json& report, int iters, std::vector<double>* times,
+                std::vector<double>* host) {
+  for (auto [key, out] : {std::pair{"times_us", times}, std::pair{"host_us", host}}) {
+    const auto& list = report_field(report, key, nlohmann::json::array());
+    if (static_cast<int>(list.size()) != iters) return false;
+    out->clear();
+    for (const auto& value : list) {
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+        return false;
+      out->push_back(value.get<double>());
+    }
+  }
+  return true;
+}
+
+/// Statistics of the timed calls, computed here rather than taken from the (possibly
+/// candidate-written) report: median, p10, p90, min, max, sum.
+void put_statistics(const std::vector<double>& times, nlohmann::json* report) {
+  std::vector<double> ordered = times;
+  std::sort(ordered.begin(), ordered.end());
+  (*report)["median_us"] = percentile(ordered, 0.5);
+  (*report)["p10_us"] = percentile(ordered, 0.1);
+  (*report)["p90_us"] = percentile(ordered, 0.9);
+  (*report)["min_us"] = ordered.front();
+  (*report)["max_us"] = ordered.back();
+  (*report)["sum_us"] = std::accumulate(times.begin(), times.end(), 0.0);
 }
 
 std::string fixed(double value, int digits) {
@@ -149,8 +210,14 @@ HarnessCall Evaluator::make_call(Run& run, const std::string& script,
                                  const std::vector<std::string>& args, double timeout_s,
                                  bool candidate, bool gated) {
   if (!candidate) return run.harness->call(script, args, timeout_s, run.dir.path(), {}, gated);
-  return run.harness->call(script, args, timeout_s, run.workspace,
-                           {{"CUDA_AGENT_KERNEL_LIB", run.library.string()}}, gated);
+  HarnessCall call = run.harness->call(script, args, timeout_s, run.workspace,
+                                       {{"CUDA_AGENT_KERNEL_LIB", run.library.string()}}, gated);
+  // B6: the harness, the trusted inputs, the store and the cache are read-only mounts for the
+  // candidate's processes, by construction. Where the kernel offers no namespaces the process
+  // still runs, and the result says the paths were left writable.
+  call.spec.readonly_paths = run.readonly;
+  call.spec.require_readonly = readonly_isolation_available();
+  return call;
 }
 
 std::unique_ptr<HarnessStep> Evaluator::launch(Run& run, const std::string& script,
@@ -158,6 +225,43 @@ std::unique_ptr<HarnessStep> Evaluator::launch(Run& run, const std::string& scri
                                                double timeout_s, bool candidate, bool gated) {
   return std::make_unique<HarnessStep>(run.harness.get(),
                                        make_call(run, script, args, timeout_s, candidate, gated));
+}
+
+Status Evaluator::source_rules(Run& run, HarnessStep& rules, EvalResult* r) {
+  HarnessResult h = rules.go();
+  Status s = record(run, rules.call(), h);
+  if (!s.ok()) return s;
+  if (!report_field(h.report, "ok", false)) {
+    return Status::Internal("the source rule checker failed: " +
+                            report_field(h.report, "error", h.process.describe()));
+  }
+  int violations = 0;
+  for (const auto& f : report_field(h.report, "findings", nlohmann::json::array())) {
+    Violation v{report_field(f, "rule", "unknown"), report_field(f, "detail", ""),
+                report_field(f, "file", ""), report_field(f, "line", 0)};
+    bool violation = report_field(f, "severity", "warning") == "violation";
+    if (violation && options_.enforce_source_rules) {
+      r->violations.push_back(std::move(v));
+      ++violations;
+    } else {
+      r->warnings.push_back(std::move(v));
+    }
+  }
+  size_t files = report_field(h.report, "files", nlohmann::json::array()).size();
+  if (violations > 0) {
+    r->outcome = Outcome::kViolation;
+    const Violation& first = r->violations.front();
+    r->reason = first.file + ":" + std::to_string(first.line) + ": " + first.detail;
+    add_check(r, "source rules", "failed",
+              std::to_string(violations) + " rule(s) broken in " + std::to_string(files) +
+                  " file(s); no candidate code was run");
+  } else {
+    add_check(r, "source rules", r->warnings.empty() ? "passed" : "warning",
+              std::to_string(files) + " file(s) read, " + std::to_string(r->warnings.size()) +
+                  " warning(s)" +
+                  (options_.enforce_source_rules ? "" : " (--source-rules warn)"));
+  }
+  return Status::OK();
 }
 
 Status Evaluator::prepare(Run& run, HarnessStep& prepare, EvalResult* r) {
@@ -179,20 +283,41 @@ Status Evaluator::prepare(Run& run, HarnessStep& prepare, EvalResult* r) {
   run.prepared = h.report;
   r->device_name = report_field(h.report, "device_name", "");
   r->torch_version = report_field(h.report, "torch", "");
+  const auto& extra = report_field(h.report, "extra_sets", nlohmann::json::object());
+  std::string dropped;
+  for (const auto& d : report_field(extra, "dropped", nlohmann::json::array()))
+    dropped += "; " + report_field(d, "set", "") + " set dropped: " + report_field(d, "reason", "");
+  add_check(r, "secret inputs", "passed",
+            std::to_string(report_field(h.report, "verify_sets", 0)) +
+                " verify sets drawn from a secret seed, " +
+                std::to_string(report_field(extra, "kept", 0)) +
+                " of them shifted or spiked (S5, S6)" + dropped);
   return Status::OK();
 }
 
 Status Evaluator::verify(Run& run, HarnessStep& candidate, HarnessStep& check, EvalResult* r) {
-  progress("verify: running the candidate on " + std::to_string(options_.verify_sets) +
+  progress("verify: running the candidate on " +
+           std::to_string(report_field(run.prepared, "verify_sets", options_.verify_sets)) +
            " fresh input sets");
   HarnessResult h = candidate.go();
   Status s = record(run, candidate.call(), h);
   if (!s.ok()) return s;
   r->sandbox["network_isolated"] = h.process.network_isolated;
+  r->sandbox["readonly_enforced"] = h.process.readonly_enforced;
+  add_check(r, "sandbox", h.process.readonly_enforced ? "passed" : "warning",
+            std::string(h.process.network_isolated ? "no network" : "network reachable") +
+                (h.process.readonly_enforced
+                     ? "; harness, trusted inputs, store and cache mounted read-only"
+                     : "; read-only mounts unavailable here: " + h.process.error));
   r->verify.data["candidate"] = h.report;
   if (candidate_failed("verification", h.process, h.report, h.output, r, &r->verify)) {
+    add_check(r, "candidate run (guard, watch)", "failed", r->reason);
     return Status::OK();
   }
+  add_check(r, "candidate run (guard, watch)", "passed",
+            "no torch compute in forward, nothing patched, precision pinned, no thread left "
+            "working, outputs exactly torch.Tensor; library ops: " +
+                report_field(h.report, "library_ops", nlohmann::json::array()).dump());
 
   // The comparison runs in a trusted process that builds the reference only now.
   h = check.go();
@@ -219,39 +344,49 @@ Status Evaluator::verify(Run& run, HarnessStep& candidate, HarnessStep& check, E
     r->reason = "the candidate's outputs could not be read: " + report_field(report, "error", "");
     r->verify.status = "failed";
     r->verify.detail = r->reason;
+    add_check(r, "outputs vs reference", "failed", r->reason);
     return Status::OK();
   }
+  auto fail = [&](Outcome outcome, const std::string& check_name, const std::string& detail) {
+    r->outcome = outcome;
+    r->reason = detail;
+    r->verify.status = "failed";
+    r->verify.detail = detail;
+    add_check(r, check_name, "failed", detail);
+    return Status::OK();
+  };
+  if (const auto& d = report_field(report, "degenerate", nlohmann::json::object()); !d.empty()) {
+    return fail(Outcome::kDegenerateTask, "task not degenerate (S4, S13)",
+                "the task is degenerate: " + report_field(d, "detail", std::string()));
+  }
+  add_check(r, "task not degenerate (S4, S13)", "passed",
+            "no output is a constant, independent of the inputs, or one of them");
   if (report.contains("inputs_modified") && report["inputs_modified"].is_object()) {
     const auto& m = report["inputs_modified"];
     std::string detail = "forward modified input " + std::to_string(report_field(m, "input", 0)) +
                          " of input set " + std::to_string(report_field(m, "set", 0)) +
                          "; inputs must be left unchanged";
     r->violations.push_back({"inputs_modified", detail});
-    r->outcome = Outcome::kViolation;
-    r->reason = detail;
-    r->verify.status = "failed";
-    r->verify.detail = detail;
-    return Status::OK();
+    return fail(Outcome::kViolation, "inputs unchanged (S3)", detail);
   }
+  add_check(r, "inputs unchanged (S3)", "passed", "every input equal to its copy after the call");
   if (!report_field(report, "correct", false)) {
     const auto& m = report_field(report, "mismatch", nlohmann::json::object());
-    r->outcome = Outcome::kMismatch;
-    r->reason = report_field(m, "detail", std::string("outputs differ from the reference"));
-    r->verify.status = "failed";
-    r->verify.detail = r->reason;
-    return Status::OK();
+    return fail(Outcome::kMismatch, "outputs vs reference",
+                report_field(m, "detail", std::string("outputs differ from the reference")));
   }
   r->correct = true;
   r->verify.status = "ok";
   r->verify.detail = "outputs match on " + std::to_string(report_field(report, "sets", 0)) +
-                     " input sets (max abs diff " +
+                     " input sets and a fresh rerun (max abs diff " +
                      fixed(report_field(report, "max_abs_diff", 0.0), 6) + ")";
+  add_check(r, "outputs vs reference", "passed", r->verify.detail);
   return Status::OK();
 }
 
 Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<double>* median_us,
                            nlohmann::json* data) {
-  nlohmann::json settings = {{"schema", "cuda-agent.baseline/1"},
+  nlohmann::json settings = {{"schema", "cuda-agent.baseline/2"},
                              {"impl", impl},
                              {"task_sha256", run.record.task_sha256},
                              {"device", options_.device},
@@ -260,6 +395,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
                              {"warmup", options_.warmup},
                              {"iters", options_.iters},
                              {"flush_mb", options_.flush_mb},
+                             {"save_calls", kSavedTimedCalls},
                              {"profile_sets", options_.profile_sets}};
   std::string key = sha256_hex(settings.dump());
   if (options_.use_baseline_cache) {
@@ -275,24 +411,164 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
   }
   progress("profile: timing " + std::string(impl == "compile" ? "torch.compile" : "eager") +
            " (measured once, then cached)");
-  HarnessResult h;
-  Status s =
-      run_harness(run, "timing.py", timing_args(run, impl), options_.trusted_timeout_s, false, &h);
+  // The same two gates as the candidate's timing, so the host clock sees the same overhead.
+  HarnessStep step(run.harness.get(), make_call(run, "timing.py", timing_args(run, impl),
+                                                options_.trusted_timeout_s, false, true));
+  HarnessResult h = step.go_timed(secret_hex());
+  Status s = record(run, step.call(), h);
   if (!s.ok()) return s;
   if (h.process.interrupted) return Status::Internal("interrupted");
   nlohmann::json report = h.report;
   if (report.is_null()) {
     report = {{"ok", false}, {"error", h.process.describe() + ": " + last_line(h.output)}};
   }
+  std::vector<double> times, host;
+  if (report_field(report, "ok", false)) {
+    if (!read_times(report, options_.iters, &times, &host)) {
+      report = {{"ok", false}, {"error", "timing.py reported no valid times"}};
+    } else {
+      put_statistics(times, &report);
+      // What the harness spends around the calls (inputs, flush, checks, fingerprints, exit),
+      // measured on this process's clock: the yardstick for the candidate's (T5, T6).
+      report["host_overhead_s"] = h.timed_host_s - report["sum_us"].get<double>() / 1e6;
+      *median_us = report["median_us"].get<double>();
+    }
+  }
+  report.erase("times_us");
+  report.erase("host_us");
   report["settings"] = settings;
   *data = report;
   (*data)["cached"] = false;
-  if (report_field(report, "ok", false)) *median_us = report_field(report, "median_us", 0.0);
   // A baseline that failed is cached too: torch.compile failing on a task is a fact about it.
   return store_->put_baseline(key, report);
 }
 
-Status Evaluator::profile(Run& run, HarnessStep& timing, EvalResult* r) {
+bool Evaluator::timing_consistent(const Run& run, const HarnessResult& h,
+                                  const nlohmann::json& eager, EvalResult* r) {
+  auto violate = [&](const std::string& rule, const std::string& check, const std::string& why) {
+    r->violations.push_back({rule, why});
+    r->outcome = Outcome::kViolation;
+    r->reason = why;
+    r->profile.status = "failed";
+    r->profile.detail = why;
+    add_check(r, check, "failed", why);
+    return false;
+  };
+  std::vector<double> times, host;
+  if (!read_times(h.report, options_.iters, &times, &host) || h.timed_host_s < 0) {
+    return violate("report_invalid", "timing report well-formed (T6)",
+                   "the candidate's timing process did not report " +
+                       std::to_string(options_.iters) +
+                       " timed calls as the protocol asks (a forged or truncated report)");
+  }
+  add_check(r, "timing report well-formed (T6)", "passed",
+            std::to_string(times.size()) + " raw times; statistics computed by the evaluator");
+
+  // T9: no call can be faster than writing its outputs once at the memory's peak bandwidth
+  // (halved, for headroom), nor than a launch and a device synchronize.
+  double bandwidth = report_field(run.prepared, "peak_bandwidth", 0.0);
+  if (!(bandwidth > 0)) bandwidth = kCpuBandwidthBytesPerS;
+  double floor_us = report_field(run.prepared, "output_bytes", 0.0) / (2 * bandwidth) * 1e6 +
+                    (options_.device == "cuda" ? kCudaCallFloorUs : kCpuCallFloorUs);
+  auto fastest = std::min_element(times.begin(), times.end());
+  if (*fastest < floor_us) {
+    return violate("time_below_floor", "time above physical floor (T9)",
+                   "timed call " + std::to_string(fastest - times.begin()) + " took " +
+                       fixed(*fastest, 3) + " us, below the physical floor of " +
+                       fixed(floor_us, 3) + " us for its outputs");
+  }
+  add_check(r, "time above physical floor (T9)", "passed",
+            "fastest call " + fixed(*fastest, 2) + " us >= floor " + fixed(floor_us, 3) + " us");
+
+  // T5: device events against the host clock of the same calls (cuda; on the cpu they are one).
+  int behind = 0;
+  for (size_t i = 0; i < times.size(); ++i)
+    if (times[i] < 0.5 * host[i] - kClockSlackUs) ++behind;
+  if (behind * 10 > static_cast<int>(times.size())) {
+    return violate("timing_inconsistent", "event time vs host time (T1, T5)",
+                   std::to_string(behind) + " of " + std::to_string(times.size()) +
+                       " timed calls report less than half the host time they took");
+  }
+  add_check(r, "event time vs host time (T1, T5)", "passed",
+            "every call's event time agrees with its host time");
+
+  // T5, T6: the evaluator's own clock, from revealing the secret to the process's end, minus
+  // the reported calls, is the harness's overhead; it must look like eager's, measured the same
+  // way. Time hidden from the reported figures shows up here.
+  double sum_s = std::accumulate(times.begin(), times.end(), 0.0) / 1e6;
+  double overhead_s = h.timed_host_s - sum_s;
+  r->profile.data["candidate"]["host_overhead_s"] = overhead_s;
+  r->profile.data["candidate"]["timed_host_s"] = h.timed_host_s;
+  if (eager.contains("host_overhead_s") && eager["host_overhead_s"].is_number()) {
+    double allowed = 2 * std::max(0.0, eager["host_overhead_s"].get<double>()) + kOverheadSlackS +
+                     0.5 * sum_s;
+    if (overhead_s > allowed) {
+      return violate("timing_inconsistent", "host clock vs reported times (T5, T6)",
+                     "the timed calls took " + fixed(h.timed_host_s, 3) +
+                         " s on the evaluator's clock but report " + fixed(sum_s, 3) +
+                         " s; the " + fixed(overhead_s, 3) + " s around them exceed the " +
+                         fixed(allowed, 3) + " s the harness needs");
+    }
+    add_check(r, "host clock vs reported times (T5, T6)", "passed",
+              fixed(h.timed_host_s, 3) + " s on the evaluator's clock for " + fixed(sum_s, 4) +
+                  " s reported (overhead " + fixed(overhead_s, 3) + " s, eager's " +
+                  fixed(eager["host_overhead_s"].get<double>(), 3) + " s)");
+  } else {
+    add_check(r, "host clock vs reported times (T5, T6)", "skipped",
+              "no eager overhead to compare with");
+  }
+  put_statistics(times, &r->profile.data["candidate"]);
+  return true;
+}
+
+Status Evaluator::recheck_timed(Run& run, HarnessStep& recheck, EvalResult* r) {
+  progress("profile: recomputing the timed calls with the reference");
+  HarnessResult h = recheck.go();
+  Status s = record(run, recheck.call(), h);
+  if (!s.ok()) return s;
+  r->profile.data["recheck"] = h.report;
+  if (h.process.interrupted) {
+    r->outcome = Outcome::kInterrupted;
+    r->reason = "interrupted during the recheck of the timed calls";
+    return Status::OK();
+  }
+  if (h.report.is_null()) {
+    return Status::Internal("the trusted recheck " + h.process.describe() + ": " +
+                            last_line(h.output));
+  }
+  std::string rule, why;
+  if (!report_field(h.report, "ok", false)) {
+    if (report_field(h.report, "error_kind", "") == "task") {
+      return Status::InvalidArgument("the task " + r->task_path + " does not run: " +
+                                     report_field(h.report, "error", ""));
+    }
+    rule = "report_invalid";
+    why = "the timed calls' outputs could not be checked: " + report_field(h.report, "error", "");
+  } else {
+    const auto& timed = report_field(h.report, "timed", nlohmann::json::object());
+    const auto& mismatch = report_field(timed, "mismatch", nlohmann::json::object());
+    if (!mismatch.empty()) {
+      rule = "timed_output_mismatch";
+      why = report_field(mismatch, "detail", std::string("a timed call's output is wrong"));
+    }
+  }
+  if (!rule.empty()) {
+    r->violations.push_back({rule, why});
+    r->outcome = Outcome::kViolation;
+    r->reason = why;
+    r->profile.status = "failed";
+    r->profile.detail = why;
+    add_check(r, "timed outputs recomputed (T7, T8, T11)", "failed", why);
+    return Status::OK();
+  }
+  add_check(r, "timed outputs recomputed (T7, T8, T11)", "passed",
+            "all " + std::to_string(options_.iters) +
+                " timed calls ran on fresh secret inputs; their fingerprints and " +
+                std::to_string(kSavedTimedCalls) + " full outputs match the reference");
+  return Status::OK();
+}
+
+Status Evaluator::profile(Run& run, HarnessStep& timing, HarnessStep& recheck, EvalResult* r) {
   auto start = Clock::now();
   nlohmann::json eager, compiled;
   Status s = baseline(run, "eager", &r->eager_us, &eager);
@@ -308,26 +584,30 @@ Status Evaluator::profile(Run& run, HarnessStep& timing, EvalResult* r) {
   r->profile.data["compile"] = compiled;
 
   progress("profile: timing the candidate (" + std::to_string(options_.iters) + " iterations)");
-  HarnessResult h = timing.go();
+  HarnessResult h = timing.go_timed(secret_hex());
   s = record(run, timing.call(), h);
   if (!s.ok()) return s;
-  const nlohmann::json& report = h.report;
+  nlohmann::json report = h.report;
+  report.erase("median_us");  // statistics come from the raw times, computed here
   r->profile.data["candidate"] = report;
   r->profile.seconds = seconds_since(start);
-  if (candidate_failed("profiling", h.process, report, h.output, r, &r->profile))
-    return Status::OK();
-  double median = report_field(report, "median_us", 0.0);
-  if (!(median > 0)) {
-    r->outcome = Outcome::kRuntimeError;
-    r->reason = "the candidate's profile report holds no valid time";
-    r->profile.status = "failed";
-    r->profile.detail = r->reason;
+  if (candidate_failed("profiling", h.process, h.report, h.output, r, &r->profile)) {
+    add_check(r, "candidate timing (guard, watch)", "failed", r->reason);
     return Status::OK();
   }
-  r->candidate_us = median;
+  add_check(r, "candidate timing (guard, watch)", "passed",
+            std::string("every timed call guarded and followed by the process checks") +
+                (options_.device == "cuda"
+                     ? "; persisting L2 lines reset and the L2 flushed before each"
+                     : "; the caches flushed before each"));
+  if (!timing_consistent(run, h, eager, r)) return Status::OK();
+  s = recheck_timed(run, recheck, r);
+  r->profile.seconds = seconds_since(start);
+  if (!s.ok() || !r->passed()) return s;
+  r->candidate_us = r->profile.data["candidate"]["median_us"].get<double>();
   r->profile.status = "ok";
   r->profile.detail =
-      "median of " + std::to_string(options_.iters) + " timed calls" +
+      "median of " + std::to_string(options_.iters) + " timed calls on fresh inputs" +
       (report_field(eager, "cached", false) ? ", baselines from the run store" : "");
   if (!r->compile_us) {
     r->profile.detail += "; torch.compile failed on this task (" +
@@ -340,15 +620,17 @@ Status Evaluator::profile(Run& run, HarnessStep& timing, EvalResult* r) {
 std::vector<std::string> Evaluator::timing_args(const Run& run, const std::string& impl) const {
   // One list for every implementation: eager, torch.compile and the candidate are timed on the
   // same inputs with the same warm-up, iterations and flush, or the speedups mean nothing.
-  std::vector<std::string> args = {"--impl",      impl,
-                                   "--task",      run.task_file.string(),
-                                   "--init",      (run.dir.path() / "init.pt").string(),
-                                   "--inputs",    (run.dir.path() / "profile_inputs.pt").string(),
-                                   "--init-seed", std::to_string(run.init_seed),
-                                   "--device",    options_.device,
-                                   "--warmup",    std::to_string(options_.warmup),
-                                   "--iters",     std::to_string(options_.iters),
-                                   "--flush-mb",  fixed(options_.flush_mb, 1)};
+  std::vector<std::string> args = {"--impl",       impl,
+                                   "--task",       run.task_file.string(),
+                                   "--init",       (run.trusted / "init.pt").string(),
+                                   "--inputs",     (run.trusted / "profile_inputs.pt").string(),
+                                   "--init-seed",  std::to_string(run.init_seed),
+                                   "--device",     options_.device,
+                                   "--warmup",     std::to_string(options_.warmup),
+                                   "--iters",      std::to_string(options_.iters),
+                                   "--flush-mb",   fixed(options_.flush_mb, 1),
+                                   "--save-calls", std::to_string(kSavedTimedCalls),
+                                   "--out",        (run.dir.path() / ("timed_" + impl + ".pt")).string()};
   if (impl == "candidate") {
     args.insert(args.end(),
                 {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string()});
@@ -361,30 +643,41 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
   run.init_seed = draw_seed();
   // Known before the compile ends: a link to the built library is made here once it exists.
   run.library = run.dir.path() / "libkernels.so";
-  const std::string init = (run.dir.path() / "init.pt").string();
-  const std::string verify_inputs = (run.dir.path() / "verify_inputs.pt").string();
+  const std::string init = (run.trusted / "init.pt").string();
+  const std::string verify_inputs = (run.trusted / "verify_inputs.pt").string();
   const std::string out = (run.dir.path() / "candidate_out.pt").string();
   const std::string seed = std::to_string(run.init_seed);
+  const std::string atol = fixed(options_.atol, 8), rtol = fixed(options_.rtol, 8);
+  steps->rules = launch(run, "rules.py", {"--workspace", run.workspace.string()},
+                        options_.trusted_timeout_s, false, false);
   steps->prepare = launch(run, "prepare.py",
                           {"--task", run.task_file.string(), "--device", options_.device, "--seed",
                            std::to_string(run.seed), "--init-seed", seed, "--verify-sets",
                            std::to_string(options_.verify_sets), "--profile-sets",
-                           std::to_string(options_.profile_sets), "--out", run.dir.path().string()},
+                           std::to_string(options_.profile_sets), "--out", run.trusted.string()},
                           options_.trusted_timeout_s, false, false);
   steps->candidate = launch(
       run, "run_candidate.py",
       {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(), "--init", init,
        "--inputs", verify_inputs, "--init-seed", seed, "--device", options_.device, "--out", out},
       options_.verify_timeout_s, true, true);
-  steps->check =
-      launch(run, "check.py",
-             {"--task", run.task_file.string(), "--init", init, "--inputs", verify_inputs,
-              "--candidate-out", out, "--init-seed", seed, "--device", options_.device, "--atol",
-              fixed(options_.atol, 8), "--rtol", fixed(options_.rtol, 8)},
-             options_.trusted_timeout_s, false, true);
+  steps->check = launch(run, "check.py",
+                        {"--task", run.task_file.string(), "--init", init, "--inputs",
+                         verify_inputs, "--candidate-out", out, "--init-seed", seed, "--device",
+                         options_.device, "--atol", atol, "--rtol", rtol},
+                        options_.trusted_timeout_s, false, true);
   if (options_.stage != "verify") {
     steps->timing = launch(run, "timing.py", timing_args(run, "candidate"),
                            options_.profile_timeout_s, true, true);
+    steps->recheck = launch(
+        run, "check.py",
+        {"--timed", "--task", run.task_file.string(), "--init", init, "--inputs",
+         (run.trusted / "profile_inputs.pt").string(), "--candidate-out",
+         (run.dir.path() / "timed_candidate.pt").string(), "--secret-file",
+         steps->timing->secret_path().string(), "--iters", std::to_string(options_.iters),
+         "--save-calls", std::to_string(kSavedTimedCalls), "--init-seed", seed, "--device",
+         options_.device, "--atol", atol, "--rtol", rtol},
+        options_.trusted_timeout_s, false, true);
   }
 }
 
@@ -404,6 +697,8 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
 
   Run run;
   if (options_.keep_run_dir) run.dir.keep();
+  run.trusted = run.dir.path() / "trusted";
+  fs::create_directories(run.trusted / "task");
   // Before its release a gated process waits for the trusted steps, torch.compile included.
   run.harness = std::make_unique<Harness>(
       HarnessOptions{options_.python, options_.harness_dir, options_.memory_limit_mb,
@@ -418,6 +713,9 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   } else if (!s.ok()) {
     return s;
   }
+  add_check(r, "workspace checksums", r->passed() ? "passed" : "failed",
+            r->passed() ? "model.py, SKILL.md and utils/ are as recorded at init"
+                        : r->reason);
   r->task_path = run.record.task_path;
   r->task_sha256 = run.record.task_sha256;
   r->task_id = fs::path(run.record.task_path).stem().string();
@@ -433,6 +731,10 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
         r->violations.push_back(
             {"infrastructure_modified", after.message() + " during the evaluation"});
         r->reason = r->violations.back().detail;
+        add_check(r, "workspace checksums after the run", "failed", r->reason);
+      } else {
+        add_check(r, "workspace checksums after the run", "passed",
+                  "the candidate's processes left the infrastructure as it was");
       }
     }
     if (options_.stage == "all" || options_.stage == "profile" || !r->passed()) {
@@ -446,10 +748,14 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   if (!r->passed()) return finish();
 
   // The reference always comes from the recorded task text, in a folder of its own.
-  fs::create_directories(run.dir.path() / "task");
-  run.task_file = run.dir.path() / "task" / (r->task_id + ".py");
+  run.task_file = run.trusted / "task" / (r->task_id + ".py");
   s = write_file_atomic(run.task_file, run.record.task_source);
   if (!s.ok()) return s;
+  run.readonly = options_.protected_paths;
+  run.readonly.insert(run.readonly.end(),
+                      {options_.harness_dir, run.trusted, run.workspace / "utils",
+                       run.workspace / "model.py", run.workspace / "SKILL.md",
+                       run.workspace / ".cuda-agent"});
 
   Steps steps;
   if (options_.stage != "compile") start_steps(run, &steps);
@@ -491,6 +797,10 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     return finish();
   }
 
+  s = source_rules(run, *steps.rules, r);
+  if (!s.ok()) return s;
+  if (!r->passed()) return finish();
+
   auto prepare_start = Clock::now();
   progress("verify: drawing inputs and weights from a fresh secret seed");
   s = prepare(run, *steps.prepare, r);
@@ -504,7 +814,7 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     return finish();
   }
 
-  s = profile(run, *steps.timing, r);
+  s = profile(run, *steps.timing, *steps.recheck, r);
   if (!s.ok()) return s;
   progress("profile: " + r->profile.status + " (" + fixed(r->profile.seconds, 2) + " s)");
   if (r->passed()) {

@@ -36,6 +36,11 @@ struct EvalOptions {
   long long memory_limit_mb = 32768;
   bool use_baseline_cache = true;
   std::string recipe = "discrete";
+  bool enforce_source_rules = true;  // false: source rule findings are only warnings
+  /// Paths candidate processes may read but never write, besides the ones the evaluator adds
+  /// itself (the harness, the run's trusted files, the workspace's infrastructure): the run
+  /// store's folder and the build cache, so a candidate cannot forge baselines or plant objects.
+  std::vector<std::filesystem::path> protected_paths;
   std::string python = "python3";
   std::filesystem::path harness_dir;
   CompileOptions compile;
@@ -71,15 +76,23 @@ class Evaluator {
   /// imports (seconds each) overlap it and each other: prepare runs at once, the others wait for
   /// their release (PROTOCOL.md, --wait-for). Any not released when Steps goes away is cancelled.
   struct Steps {
-    std::unique_ptr<HarnessStep> prepare, candidate, check, timing;  // timing: not for stage verify
+    std::unique_ptr<HarnessStep> rules, prepare, candidate, check;
+    std::unique_ptr<HarnessStep> timing, recheck;  // not for stage verify
   };
   void start_steps(Run& run, Steps* steps);
   /// timing.py's arguments for impl ("eager", "compile" or "candidate").
   std::vector<std::string> timing_args(const Run& run, const std::string& impl) const;
 
+  Status source_rules(Run& run, HarnessStep& rules, EvalResult* result);
   Status prepare(Run& run, HarnessStep& prepare, EvalResult* result);
   Status verify(Run& run, HarnessStep& candidate, HarnessStep& check, EvalResult* result);
-  Status profile(Run& run, HarnessStep& timing, EvalResult* result);
+  Status profile(Run& run, HarnessStep& timing, HarnessStep& recheck, EvalResult* result);
+  /// The checks on the candidate's timed calls that trusted code can make: a well-formed report,
+  /// no time below the physical floor, event time consistent with host time, and host time on
+  /// the evaluator's clock consistent with the times reported. False when one failed.
+  bool timing_consistent(const Run& run, const HarnessResult& h, const nlohmann::json& eager,
+                         EvalResult* result);
+  Status recheck_timed(Run& run, HarnessStep& recheck, EvalResult* result);
   Status baseline(Run& run, const std::string& impl, std::optional<double>* median_us,
                   nlohmann::json* data);
   void progress(const std::string& line) const;

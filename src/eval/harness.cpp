@@ -19,12 +19,13 @@ HarnessCall Harness::call(const std::string& script, const std::vector<std::stri
   call.report_path = run_dir_ / (stem + ".report.json");
   ProcessSpec& spec = call.spec;
   // -E -s: no PYTHON* variables, no user site. pycache_prefix: bytecode never comes from (or goes
-  // to) a __pycache__ folder the candidate could have planted.
+  // to) a __pycache__ folder the candidate could have planted; it lies in trusted/, which the
+  // evaluator mounts read-only for candidate processes (they then write no bytecode).
   spec.argv = {options_.python,
                "-E",
                "-s",
                "-X",
-               "pycache_prefix=" + (run_dir_ / "pycache").string(),
+               "pycache_prefix=" + (run_dir_ / "trusted" / "pycache").string(),
                (options_.harness_dir / script).string()};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.argv.insert(spec.argv.end(), {"--report", call.report_path.string()});
@@ -37,6 +38,9 @@ HarnessCall Harness::call(const std::string& script, const std::vector<std::stri
   spec.cancel = std::make_shared<std::atomic<bool>>(false);
   spec.cwd = cwd;
   spec.env = env;
+  // Idle OpenMP threads sleep rather than spin, in torch and in the candidate's kernels alike:
+  // a thread still on a CPU after a call returned is then one that is working (watch.py).
+  spec.env["OMP_WAIT_POLICY"] = "PASSIVE";
   spec.timeout_s = timeout_s;
   spec.memory_limit_mb = options_.memory_limit_mb;
   spec.stdout_path = logs / (stem + ".out");
@@ -71,6 +75,22 @@ HarnessStep::~HarnessStep() {
 HarnessResult HarnessStep::go() {
   release(true);
   return future_.get();
+}
+
+HarnessResult HarnessStep::go_timed(const std::string& secret_hex) {
+  release(true);
+  const fs::path ready = call_.gate.string() + ".ready";
+  using namespace std::chrono_literals;
+  while (future_.wait_for(1ms) != std::future_status::ready) {
+    if (!fs::exists(ready)) continue;
+    auto start = std::chrono::steady_clock::now();
+    write_file_atomic(secret_path(), secret_hex);
+    HarnessResult result = future_.get();
+    result.timed_host_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return result;
+  }
+  return future_.get();  // it ended before its timed calls: the report says why
 }
 
 void HarnessStep::abort() {

@@ -25,6 +25,9 @@ struct HarnessResult {
   ProcessResult process;
   nlohmann::json report;  // null when the process wrote none
   std::string output;     // stdout and stderr
+  /// go_timed(): seconds from revealing the secret to the process's end, on the evaluator's
+  /// clock (the candidate cannot reach it); negative when the process never asked for it.
+  double timed_host_s = -1;
 };
 
 struct HarnessOptions {
@@ -67,6 +70,12 @@ class HarnessStep {
 
   /// Lets a gated process proceed, and waits for the process to end.
   HarnessResult go();
+  /// timing.py's two gates: lets the process proceed, waits until it announces GATE.ready
+  /// (warm-up done), then writes the secret of its timed calls to GATE.time and times, on this
+  /// process's clock, how long it takes from there to the end of the process.
+  HarnessResult go_timed(const std::string& secret_hex);
+  /// Where go_timed() writes the secret (for check.py --timed to read afterwards).
+  std::filesystem::path secret_path() const { return call_.gate.string() + ".time"; }
   /// Calls the step off: the process is told so, and killed if it is still starting up.
   void abort();
   const HarnessCall& call() const { return call_; }

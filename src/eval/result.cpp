@@ -7,7 +7,8 @@ namespace {
 
 constexpr Outcome kAllOutcomes[] = {Outcome::kPass,      Outcome::kCompileError, Outcome::kMismatch,
                                     Outcome::kViolation, Outcome::kRuntimeError, Outcome::kCrash,
-                                    Outcome::kTimeout,   Outcome::kInterrupted};
+                                    Outcome::kTimeout,   Outcome::kInterrupted,
+                                    Outcome::kDegenerateTask};
 
 template <typename T>
 nlohmann::json optional_json(const std::optional<T>& value) {
@@ -26,6 +27,27 @@ nlohmann::json stage_json(const StageReport& s) {
           {"detail", s.detail},
           {"data", s.data},
           {"log", s.log}};
+}
+
+nlohmann::json findings_json(const std::vector<Violation>& findings) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : findings) {
+    nlohmann::json item = {{"rule", v.rule}, {"detail", v.detail}};
+    if (!v.file.empty()) item["file"] = v.file;
+    if (v.line > 0) item["line"] = v.line;
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+std::vector<Violation> findings_from(const nlohmann::json& j) {
+  std::vector<Violation> out;
+  if (!j.is_array()) return out;
+  for (const auto& v : j) {
+    out.push_back({v.value("rule", ""), v.value("detail", ""), v.value("file", ""),
+                   v.value("line", 0)});
+  }
+  return out;
 }
 
 StageReport stage_from(const nlohmann::json& j) {
@@ -88,14 +110,16 @@ const char* outcome_name(Outcome outcome) {
       return "timeout";
     case Outcome::kInterrupted:
       return "interrupted";
+    case Outcome::kDegenerateTask:
+      return "degenerate_task";
   }
   return "unknown";
 }
 
 nlohmann::json EvalResult::to_json() const {
-  nlohmann::json violations_json = nlohmann::json::array();
-  for (const auto& v : violations)
-    violations_json.push_back({{"rule", v.rule}, {"detail", v.detail}});
+  nlohmann::json checks_json = nlohmann::json::array();
+  for (const auto& c : checks)
+    checks_json.push_back({{"name", c.name}, {"status", c.status}, {"detail", c.detail}});
   return {
       {"schema", kSchema},
       {"id", id},
@@ -109,7 +133,9 @@ nlohmann::json EvalResult::to_json() const {
       {"reason", reason},
       {"compiled", compiled},
       {"correct", correct},
-      {"violations", violations_json},
+      {"violations", findings_json(violations)},
+      {"warnings", findings_json(warnings)},
+      {"checks", checks_json},
       {"eager_us", optional_json(eager_us)},
       {"compile_us", optional_json(compile_us)},
       {"candidate_us", optional_json(candidate_us)},
@@ -147,8 +173,10 @@ EvalResult EvalResult::from_json(const nlohmann::json& j) {
   r.reason = j.value("reason", "");
   r.compiled = j.value("compiled", false);
   r.correct = j.value("correct", false);
-  for (const auto& v : j.value("violations", nlohmann::json::array())) {
-    r.violations.push_back({v.value("rule", ""), v.value("detail", "")});
+  r.violations = findings_from(j.value("violations", nlohmann::json::array()));
+  r.warnings = findings_from(j.value("warnings", nlohmann::json::array()));
+  for (const auto& c : j.value("checks", nlohmann::json::array())) {
+    r.checks.push_back({c.value("name", ""), c.value("status", ""), c.value("detail", "")});
   }
   r.eager_us = optional_from<double>(j, "eager_us");
   r.compile_us = optional_from<double>(j, "compile_us");
@@ -176,7 +204,14 @@ std::string format_summary(const EvalResult& r) {
                 r.device_name.empty() ? "" : (" (" + r.device_name + ")").c_str());
   out += line;
   out += "  " + std::string(outcome_name(r.outcome)) + ": " + r.reason + "\n";
-  for (const auto& v : r.violations) out += "  violation " + v.rule + ": " + v.detail + "\n";
+  auto where = [](const Violation& v) {
+    if (v.file.empty()) return std::string();
+    return " (" + v.file + (v.line > 0 ? ":" + std::to_string(v.line) : "") + ")";
+  };
+  for (const auto& v : r.violations)
+    out += "  violation " + v.rule + where(v) + ": " + v.detail + "\n";
+  for (const auto& v : r.warnings)
+    out += "  warning   " + v.rule + where(v) + ": " + v.detail + "\n";
   const std::pair<const char*, const StageReport*> stages[] = {
       {"compile", &r.compile}, {"verify", &r.verify}, {"profile", &r.profile}};
   for (const auto& [name, stage] : stages) {
@@ -195,6 +230,16 @@ std::string format_summary(const EvalResult& r) {
            format_ratio(r.speedup_vs_compile) + "\n";
   }
   if (r.reward) out += "  reward   " + std::to_string(*r.reward) + " (" + r.reward_recipe + ")\n";
+  return out;
+}
+
+std::string format_checks(const EvalResult& r) {
+  std::string out = "checks (" + std::to_string(r.checks.size()) + "):\n";
+  for (const auto& c : r.checks) {
+    char line[128];
+    std::snprintf(line, sizeof line, "  %-8s %-40s ", c.status.c_str(), c.name.c_str());
+    out += line + c.detail + "\n";
+  }
   return out;
 }
 

@@ -19,13 +19,30 @@ enum class Outcome {
   kCrash,         // the candidate's process died on a signal (segfault, abort)
   kTimeout,       // the candidate's process did not finish in time
   kInterrupted,   // the user stopped the evaluation
+  kDegenerateTask,  // the task's output can be matched without computing it: no verdict
 };
 
 const char* outcome_name(Outcome outcome);
 
+/// A rule broken (a violation) or a construct worth a look (a warning). file and line are set
+/// when a source rule found it.
 struct Violation {
+  Violation() = default;
+  Violation(std::string rule, std::string detail, std::string file = {}, int line = 0)
+      : rule(std::move(rule)), detail(std::move(detail)), file(std::move(file)), line(line) {}
+
   std::string rule;    // e.g. "torch_compute_op", "infrastructure_modified", "inputs_modified"
   std::string detail;  // one sentence
+  std::string file;    // relative to the workspace, or empty
+  int line = 0;        // 0: not tied to a line
+};
+
+/// One check the evaluator ran (or skipped), for `eval --explain`: what it looked at and what it
+/// saw. status is "passed", "failed", "warning" or "skipped".
+struct Check {
+  std::string name;    // e.g. "source rules", "timed outputs recomputed"
+  std::string status;
+  std::string detail;  // one sentence: what it saw
 };
 
 /// One stage's account: status is "ok", "failed", "skipped" or "cached".
@@ -53,6 +70,8 @@ struct EvalResult {
   bool compiled = false;
   bool correct = false;
   std::vector<Violation> violations;
+  std::vector<Violation> warnings;
+  std::vector<Check> checks;  // in the order they ran
 
   std::optional<double> eager_us, compile_us, candidate_us;
   std::optional<double> speedup_vs_eager, speedup_vs_compile;
@@ -72,5 +91,8 @@ struct EvalResult {
 
 /// A few lines for a terminal: outcome, reason, stage times, speedups, reward.
 std::string format_summary(const EvalResult& result);
+
+/// Every check that ran, one line each, with what it saw (`eval --explain`).
+std::string format_checks(const EvalResult& result);
 
 }  // namespace cuda_agent

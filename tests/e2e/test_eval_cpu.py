@@ -5,6 +5,7 @@ import shutil
 import sqlite3
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -161,7 +162,8 @@ def test_show_prints_a_stored_evaluation(agent, task, candidate):
     shown = agent.run("show", str(r["id"]))
     assert shown.returncode == 0
     assert "PASS  scale_bias_relu on cpu" in shown.stdout
-    assert "outputs match on 5 input sets" in shown.stdout
+    assert "outputs match on 7 input sets and a fresh rerun" in shown.stdout
+    assert "passed   source rules" in shown.stdout
     # The scratch workspace of an --task/--candidate evaluation is not left in the store.
     with sqlite3.connect(agent.store) as db:
         assert db.execute("SELECT COUNT(*) FROM workspaces WHERE path = ?",
@@ -170,23 +172,54 @@ def test_show_prints_a_stored_evaluation(agent, task, candidate):
                           (r["id"],)).fetchone() == (1,)
 
 
-def test_infrastructure_changed_by_the_candidate_during_evaluation_is_a_violation(agent, task, tmp_path):
+@pytest.fixture
+def tampering_workspace(agent, task, tmp_path) -> Path:
+    """A correct candidate whose model_new.py, when imported, rewrites the read-only reference."""
     ws = tmp_path / "ws"
     assert agent.run("init", str(task), str(ws), "--device", "cpu").returncode == 0
     (ws / "kernels" / "k.cpp").write_text((EXAMPLE / "kernels_cpu" / "scale_bias_relu.cpp").read_text())
-    # A correct model_new.py that, when imported, rewrites the read-only reference for next time.
     (ws / "model_new.py").write_text(
         "import os\n"
         "os.chmod('model.py', 0o644)\n"
         "with open('model.py', 'a') as f:\n"
         "    f.write('# easier next time\\n')\n" + (EXAMPLE / "model_new.py").read_text())
+    return ws
+
+
+def test_source_rules_stop_a_candidate_before_its_code_runs(agent, tampering_workspace):
+    ws = tampering_workspace
+    before = (ws / "model.py").read_text()
     result = agent.run("eval", str(ws), "--device", "cpu", "--stage", "verify", "--json",
                        "--cache-dir", str(agent.cache))
     assert result.returncode == 1, result.stderr
     r = json.loads(result.stdout)
     assert r["outcome"] == "violation" and r["reward"] == -1
-    assert r["violations"][0]["rule"] == "infrastructure_modified"
-    assert "model.py" in r["reason"] and "during the evaluation" in r["reason"]
+    found = {(v["rule"], v["file"], v["line"]) for v in r["violations"]}
+    assert ("forbidden_import", "model_new.py", 1) in found
+    assert ("forbidden_call", "model_new.py", 3) in found
+    assert r["reason"].startswith("model_new.py:1: ")
+    assert (ws / "model.py").read_text() == before  # nothing of the candidate ran
+
+
+def test_infrastructure_changed_by_the_candidate_during_evaluation_is_refused(
+        agent, tampering_workspace):
+    ws = tampering_workspace
+    before = (ws / "model.py").read_text()
+    result = agent.run("eval", str(ws), "--device", "cpu", "--stage", "verify", "--json",
+                       "--source-rules", "warn", "--cache-dir", str(agent.cache))
+    assert result.returncode == 1, result.stderr
+    r = json.loads(result.stdout)
+    assert r["reward"] == -1
+    assert {w["rule"] for w in r["warnings"]} >= {"forbidden_import", "forbidden_call"}
+    if r["sandbox"].get("readonly_enforced"):
+        # model.py is a read-only mount in the candidate's process: the write itself fails.
+        assert r["outcome"] == "runtime_error"
+        assert "Read-only file system" in r["reason"]
+        assert (ws / "model.py").read_text() == before
+    else:  # no mount namespaces here: the checksums after the run catch the change
+        assert r["outcome"] == "violation"
+        assert r["violations"][0]["rule"] == "infrastructure_modified"
+        assert "model.py" in r["reason"] and "during the evaluation" in r["reason"]
 
 
 def test_cuda_device_without_a_gpu_is_a_clear_error_not_a_task_failure(agent, task, tmp_path):

@@ -1,6 +1,7 @@
 """The harness scripts run as the evaluator runs them: child processes, files and JSON reports."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -70,8 +71,10 @@ class ModelNew(nn.Module):
 def run(script: str, *args: object) -> dict:
     """Runs a harness script as the evaluator does and returns its report."""
     report = Path(args[args.index("--report") + 1])
+    # As the evaluator starts them: OpenMP threads sleep when idle (watch.py's thread check).
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     result = subprocess.run([sys.executable, "-E", "-s", str(HARNESS / script), *map(str, args)],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(report.read_text())
 
@@ -118,7 +121,8 @@ def profile(root: Path, impl: str, warmup: int, iters: int) -> dict:
                "--kernel-lib", root / "libright.so",
                "--init", root / "init.pt", "--inputs", root / "profile_inputs.pt",
                "--init-seed", INIT_SEED, "--device", "cpu", "--warmup", warmup, "--iters", iters,
-               "--flush-mb", 1, "--report", root / f"profile_{impl}.json")
+               "--flush-mb", 1, "--out", root / f"timed_{impl}.pt",
+               "--report", root / f"profile_{impl}.json")
 
 
 def test_prepare_writes_seeded_bundles_and_describes_the_task(prepared: Path) -> None:
@@ -131,8 +135,14 @@ def test_prepare_writes_seeded_bundles_and_describes_the_task(prepared: Path) ->
     assert init == {"init_inputs": [SCALE], "state_dict": {}}
     verify = torch.load(prepared / "verify_inputs.pt", weights_only=True)
     profile_sets = torch.load(prepared / "profile_inputs.pt", weights_only=True)
-    assert len(verify) == 3 and len(profile_sets) == 2
-    for k, inputs in enumerate(verify):
+    # The 3 seeded sets, then a shifted and a spiked copy of set 0 (relu is finite on both).
+    assert report["extra_sets"] == {"kept": 2, "dropped": []}
+    assert len(verify) == report["verify_sets"] == 5 and len(profile_sets) == 2
+    assert not torch.allclose(verify[3][0], verify[0][0])
+    spike = (verify[4][0] - verify[0][0]).abs()
+    assert int((spike > 0).sum()) == 1 and float(spike.max()) > 50
+    assert report["output_bytes"] == 256 * 1024 * 4 and report["peak_bandwidth"] is None
+    for k, inputs in enumerate(verify[:3]):
         torch.manual_seed(SEED + k)
         assert torch.equal(inputs[0], torch.randn(256, 1024))
     torch.manual_seed(SEED + 1000 + 1)
@@ -147,7 +157,7 @@ def test_a_correct_kernel_passes(prepared: Path) -> None:
     assert phases["startup_s"] > 0 and phases["work_s"] > 0
     result = check(prepared, "right")
     assert result["ok"] and result["correct"], result
-    assert result["sets"] == 3 and result["mismatch"] is None
+    assert result["sets"] == 5 and result["mismatch"] is None and result["degenerate"] is None
     assert result["inputs_modified"] is None
     assert result["max_abs_diff"] == 0.0
 

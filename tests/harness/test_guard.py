@@ -10,6 +10,15 @@ from torch.utils._python_dispatch import (
 )
 
 from guard import DispatchGuard, GuardViolation
+from watch import pin_precision
+
+
+@pytest.fixture(autouse=True)
+def pinned_precision():
+    """Every harness process pins full fp32 precision before any candidate code runs."""
+    pin_precision()
+    yield
+    pin_precision()
 
 torch.manual_seed(0)
 X = torch.randn(8, 16)
@@ -126,3 +135,12 @@ def test_a_guard_can_be_entered_again_and_keeps_its_records() -> None:
     assert guard.library_ops == ["aten::mm"]
     assert [v["detail"] for v in guard.violations] == [
         "aten::mul.Tensor called during ModelNew.forward"]
+
+
+def test_a_library_op_under_tf32_is_a_precision_violation() -> None:
+    guard = DispatchGuard()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    with guard:
+        torch.mm(X, W.t())
+    assert [v["rule"] for v in guard.violations] == ["precision_changed"]
+    assert "aten::mm" in guard.violations[0]["detail"]

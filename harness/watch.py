@@ -1,0 +1,226 @@
+"""In-process checks around a candidate's calls (the candidate's process is not trusted, so these
+are tripwires, not proofs: what must hold by construction is checked by trusted processes).
+
+A Watch is made before model_new.py is imported, so it records the process as the harness left
+it: the attributes of the modules and classes the harness relies on, the precision flags, the
+threads. After each call `check()` says what the candidate changed:
+
+- harness_tampered (T3, T4, S10): an attribute of torch, torch.Tensor, time, the harness modules,
+  ... no longer holds the object it held (a monkey-patched timer, checker or tensor method);
+- precision_changed (S11): TF32 or reduced-precision flags were turned on;
+- background_thread (T2): a Python thread the candidate started is still alive after forward
+  returned, or a native thread it started keeps using the CPU once forward has returned;
+- l2_persistence (T10, cuda): the persisting-L2 limit was raised.
+"""
+
+import os
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+import torch
+
+# What the harness itself calls, by module or class: a candidate that replaces any attribute of
+# these changes what the harness measures or reads.
+WATCHED = (
+    "torch", "torch.Tensor", "torch._C.TensorBase", "torch.nn.Module", "torch.nn.functional",
+    "torch.cuda", "torch.cuda.Event", "torch.cuda.Stream", "torch.testing", "torch.serialization",
+    "torch.backends.cuda", "torch.backends.cudnn", "time", "threading", "os", "json", "builtins",
+    "common", "guard", "watch", "__main__",
+)
+
+SETTLE_S = 0.002            # how long threads are watched after a call returns
+BUSY_FRACTION = 0.5         # a thread on the CPU for this share of that window is working
+
+
+def _resolve(name: str) -> Any:
+    if name in sys.modules:
+        return sys.modules[name]
+    module, _, attribute = name.rpartition(".")
+    owner = _resolve(module) if module else None
+    return getattr(owner, attribute, None)
+
+
+def precision_flags() -> dict[str, Any]:
+    """The numeric-precision settings the harness pins (common.pin_precision)."""
+    flags = {
+        "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda.matmul.allow_fp16_reduced_precision_reduction":
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "cuda.matmul.allow_bf16_reduced_precision_reduction":
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "autocast_cpu": torch.is_autocast_enabled("cpu"),
+    }
+    if torch.cuda.is_available():
+        flags["autocast_cuda"] = torch.is_autocast_enabled("cuda")
+    return flags
+
+
+def _tids() -> set[int]:
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
+def _cpu_ns(tid: int) -> int:
+    """Nanoseconds thread tid has spent on a CPU (0 once it is gone)."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class L2Control:
+    """The CUDA runtime's persisting-L2 controls, through the libcudart torch has loaded."""
+
+    LIMIT_PERSISTING_L2 = 0x06  # cudaLimitPersistingL2CacheSize
+
+    def __init__(self) -> None:
+        import ctypes  # only the harness uses ctypes here; the candidate may not
+
+        self._ctypes = ctypes
+        self._lib = None
+        for name in self._candidates():
+            try:
+                self._lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+
+    @staticmethod
+    def _candidates() -> list[str]:
+        names = []
+        try:
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    path = line.split()[-1]
+                    if "libcudart.so" in path and path not in names:
+                        names.append(path)
+        except OSError:
+            pass
+        return names + ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
+
+    @property
+    def available(self) -> bool:
+        return self._lib is not None
+
+    def reset(self) -> None:
+        """Demotes every persisting L2 line to normal, so the flush evicts it (T10)."""
+        if self._lib is not None:
+            self._lib.cudaCtxResetPersistingL2Cache()
+
+    def persisting_limit(self) -> int:
+        if self._lib is None:
+            return 0
+        value = self._ctypes.c_size_t(0)
+        self._lib.cudaDeviceGetLimit(self._ctypes.byref(value), self.LIMIT_PERSISTING_L2)
+        return int(value.value)
+
+
+class Watch:
+    def __init__(self, device: str, violations: list[dict[str, str]]) -> None:
+        self.device = device
+        self.violations = violations  # shared with the guard: one list in the report
+        self._snapshot: list[tuple[str, Any, dict[str, Any]]] = []
+        for name in WATCHED:
+            owner = _resolve(name)
+            if owner is not None:
+                self._snapshot.append((name, owner, {
+                    key: value for key, value in vars(owner).items() if _patchable(value)}))
+        self._flags = precision_flags()
+        self._python_threads = {t.ident for t in threading.enumerate()}
+        self._native_threads = _tids()
+        self.l2 = L2Control() if device == "cuda" else None
+        self._l2_limit = self.l2.persisting_limit() if self.l2 is not None else 0
+
+    def _violate(self, rule: str, detail: str) -> None:
+        violation = {"rule": rule, "detail": detail}
+        if violation not in self.violations:
+            self.violations.append(violation)
+
+    def settled(self) -> None:
+        """Native threads alive now (the candidate's loader and warm-up may start thread pools,
+        OpenMP's among them) are not new; they must still be idle after each call."""
+        self._native_threads = _tids()
+
+    def check(self, after: str) -> list[dict[str, str]]:
+        """Everything the candidate changed so far; `after` names the moment for the details."""
+        self._check_attributes(after)
+        self._check_precision(after)
+        self._check_python_threads(after)
+        if self.l2 is not None and self.l2.persisting_limit() > self._l2_limit:
+            self._violate("l2_persistence", f"the persisting L2 cache limit was raised {after}; "
+                          "data pinned in L2 would survive the flush between timed calls")
+        return self.violations
+
+    def check_threads_idle(self, after: str) -> None:
+        """A native thread that keeps working once forward has returned is doing the call's work
+        outside the timed region (T2). Watches every thread but this one for SETTLE_S."""
+        me = threading.get_native_id()
+        others = [tid for tid in _tids() if tid != me]
+        before = {tid: _cpu_ns(tid) for tid in others}
+        start = time.perf_counter_ns()
+        time.sleep(SETTLE_S)
+        window = time.perf_counter_ns() - start
+        for tid in others:
+            busy = _cpu_ns(tid) - before[tid]
+            if busy > BUSY_FRACTION * window:
+                self._violate("background_thread",
+                              f"thread {tid} kept running {busy / 1e6:.1f} ms of a "
+                              f"{window / 1e6:.1f} ms window {after}: work must be finished "
+                              "when ModelNew.forward returns")
+
+    def _check_attributes(self, after: str) -> None:
+        for name, owner, saved in self._snapshot:
+            now = vars(owner)
+            for key, value in saved.items():
+                if now.get(key, _MISSING) is not value:
+                    self._violate("harness_tampered",
+                                  f"{name}.{key} was replaced {after}: the harness's modules, "
+                                  "torch and its timers may not be patched")
+                    return
+
+    def _check_precision(self, after: str) -> None:
+        now = precision_flags()
+        for key, value in self._flags.items():
+            if now.get(key) != value:
+                self._violate("precision_changed",
+                              f"{key} was changed from {value!r} to {now.get(key)!r} {after}: "
+                              "the evaluator pins full fp32 precision")
+                pin_precision()  # one finding must not also turn into a wrong measurement
+
+    def _check_python_threads(self, after: str) -> None:
+        extra = [t for t in threading.enumerate()
+                 if t.ident not in self._python_threads and t.is_alive()]
+        if extra:
+            self._violate("background_thread",
+                          f"Python thread {extra[0].name!r} started by the candidate is still "
+                          f"running {after}: the call's work must be done when it returns")
+
+
+_MISSING = object()
+
+
+def _patchable(value: Any) -> bool:
+    """Code a patch would replace: functions, methods, classes, descriptors, modules. Plain data
+    (flags, counters, caches) changes legitimately and is not watched."""
+    return callable(value) or isinstance(value, (staticmethod, classmethod, property,
+                                                 types.ModuleType))
+
+
+def pin_precision() -> None:
+    """Full fp32 precision: no TF32 in cuBLAS or cuDNN."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def precision_pinned() -> bool:
+    return (not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+            and torch.get_float32_matmul_precision() == "highest")
