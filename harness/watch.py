@@ -179,12 +179,18 @@ class Watch:
     def _check_attributes(self, after: str) -> None:
         for name, owner, saved in self._snapshot:
             now = vars(owner)
-            for key, value in saved.items():
-                if now.get(key, _MISSING) is not value:
-                    self._violate("harness_tampered",
-                                  f"{name}.{key} was replaced {after}: the harness's modules, "
-                                  "torch and its timers may not be patched")
-                    return
+            changed = next((key for key, value in saved.items()
+                            if now.get(key, _MISSING) is not value), None)
+            if changed is None and isinstance(owner, type) and len(now) != len(saved):
+                # A class method can also be shadowed by a new attribute (torch.Tensor.cpu is
+                # inherited from TensorBase until something sets it on torch.Tensor).
+                changed = next((key for key, value in now.items()
+                                if key not in saved and _patchable(value)), None)
+            if changed is not None:
+                self._violate("harness_tampered",
+                              f"{name}.{changed} was replaced {after}: the harness's modules, "
+                              "torch and its timers may not be patched")
+                return
 
     def _check_precision(self, after: str) -> None:
         now = precision_flags()
@@ -194,6 +200,7 @@ class Watch:
                               f"{key} was changed from {value!r} to {now.get(key)!r} {after}: "
                               "the evaluator pins full fp32 precision")
                 pin_precision()  # one finding must not also turn into a wrong measurement
+                return
 
     def _check_python_threads(self, after: str) -> None:
         extra = [t for t in threading.enumerate()

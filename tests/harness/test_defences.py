@@ -1,0 +1,174 @@
+"""The harness's defences one by one: the timed plan and its fingerprints, degenerate tasks, and
+the watch over the candidate's process."""
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import check
+import common
+import watch
+
+ATOL = RTOL = 1e-2
+
+
+def test_the_timed_plan_is_a_function_of_the_secret() -> None:
+    one, same, other = (common.TimedPlan(s, 20, 4, 2) for s in (7, 7, 8))
+    assert one.scales == same.scales and one.saved == same.saved
+    assert one.scales != other.scales
+    assert len(one.saved) == 2 and all(0 <= i < 20 for i in one.saved)
+    assert all(0.5 <= s < 1.0 for s in one.scales)
+    assert len(set(one.scales)) == 20  # no two calls see the same values
+
+
+def test_timed_inputs_are_fresh_scaled_copies_and_leave_integers_alone() -> None:
+    base = [[torch.randn(3, 4), torch.arange(5), 3]]
+    plan = common.TimedPlan(1, 3, 1, 0)
+    first, second = plan.inputs(base, 0), plan.inputs(base, 1)
+    assert first[0].data_ptr() != base[0][0].data_ptr()
+    assert torch.equal(first[0], base[0][0] * plan.scales[0])
+    assert not torch.allclose(first[0], second[0])
+    assert torch.equal(first[1], base[0][1]) and first[1].data_ptr() != base[0][1].data_ptr()
+    assert first[2] == 3
+
+
+def _fingerprint_check(plan, expected, got_outputs):
+    args = SimpleNamespace(atol=ATOL, rtol=RTOL)
+    return check.compare_fingerprints(0, plan, expected, plan.fingerprint(got_outputs), args)
+
+
+def test_fingerprints_accept_outputs_within_tolerance_and_refuse_wrong_ones() -> None:
+    torch.manual_seed(0)
+    plan = common.TimedPlan(3, 1, 1, 0)
+    expected = [torch.randn(64, 64)]
+    bound = ATOL + RTOL * expected[0].abs()
+    # Every element off by almost its whole tolerance, all in one direction: still correct.
+    assert _fingerprint_check(plan, expected, [expected[0] + 0.99 * bound]) is None
+    assert _fingerprint_check(plan, expected, [expected[0] - 0.99 * bound]) is None
+    stale = [torch.randn(64, 64)]
+    found = _fingerprint_check(plan, expected, stale)
+    assert found is not None and found["call"] == 0 and found["output"] == 0
+    shifted = [expected[0] + 3 * bound]
+    assert _fingerprint_check(plan, expected, shifted) is not None
+    nan = [expected[0].clone()]
+    nan[0][5, 5] = float("nan")
+    assert _fingerprint_check(plan, expected, nan) is not None
+
+
+def test_fingerprints_refuse_a_wrong_count_of_outputs() -> None:
+    plan = common.TimedPlan(3, 1, 1, 0)
+    expected = [torch.ones(4), torch.ones(4)]
+    found = _fingerprint_check(plan, expected, [torch.ones(4)])
+    assert found is not None and "returned 1 outputs" in found["detail"]
+
+
+def sets(*tensors_per_set):
+    return [list(t) for t in tensors_per_set]
+
+
+@pytest.mark.parametrize("name, make_expected, why", [
+    ("tiny", lambda x: x * 1e-5, "within tolerance of the constant"),
+    ("constant", lambda x: torch.full_like(x, 3.0), "within tolerance of the constant"),
+    ("pass-through", lambda x: x + 1e-5, "within tolerance of input 0"),
+])
+def test_degenerate_tasks_are_found(name, make_expected, why) -> None:
+    torch.manual_seed(1)
+    inputs = sets(*[(torch.randn(32, 32),) for _ in range(3)])
+    expected = [[make_expected(s[0])] for s in inputs]
+    found = check.find_degenerate(expected, inputs, ATOL, RTOL)
+    assert found is not None and why in found["detail"], name
+
+
+def test_an_output_independent_of_the_inputs_is_degenerate() -> None:
+    torch.manual_seed(2)
+    weight = torch.randn(8, 8)
+    inputs = sets(*[(torch.randn(8, 8),) for _ in range(3)])
+    found = check.find_degenerate([[weight.clone()] for _ in inputs], inputs, ATOL, RTOL)
+    assert found is not None and "does not depend on the inputs" in found["detail"]
+
+
+def test_a_real_task_is_not_degenerate_even_with_one_trivial_output() -> None:
+    torch.manual_seed(3)
+    inputs = sets(*[(torch.randn(32, 32),) for _ in range(3)])
+    expected = [[torch.relu(s[0]), torch.zeros(4)] for s in inputs]
+    assert check.find_degenerate(expected, inputs, ATOL, RTOL) is None
+
+
+@pytest.fixture
+def watched():
+    violations: list = []
+    yield watch.Watch("cpu", violations), violations
+    watch.pin_precision()
+
+
+def test_the_watch_sees_a_patched_timer_and_names_it(watched, monkeypatch) -> None:
+    w, violations = watched
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+    w.check("in the test")
+    assert [v["rule"] for v in violations] == ["harness_tampered"]
+    assert "time.perf_counter_ns" in violations[0]["detail"]
+
+
+def test_the_watch_sees_a_patched_tensor_method(watched, monkeypatch) -> None:
+    w, violations = watched
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda self: self)
+    w.check("in the test")
+    assert [v["rule"] for v in violations] == ["harness_tampered"]
+    assert "torch.Tensor.cpu" in violations[0]["detail"]
+
+
+def test_the_watch_ignores_plain_data_that_changes(watched, monkeypatch) -> None:
+    w, violations = watched
+    monkeypatch.setattr(torch, "_cuda_agent_test_flag", 1, raising=False)
+    w.check("in the test")
+    assert violations == []
+
+
+def test_the_watch_sees_tf32_switched_on_and_pins_it_back(watched) -> None:
+    w, violations = watched
+    torch.set_float32_matmul_precision("medium")
+    w.check("in the test")
+    assert [v["rule"] for v in violations] == ["precision_changed"]
+    assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_the_watch_sees_a_python_thread_left_running(watched) -> None:
+    w, violations = watched
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, name="late-writer")
+    worker.start()
+    try:
+        w.check("after the call")
+    finally:
+        stop.set()
+        worker.join()
+    assert [v["rule"] for v in violations] == ["background_thread"]
+    assert "late-writer" in violations[0]["detail"]
+
+
+def test_the_watch_sees_a_native_thread_still_working(watched) -> None:
+    w, violations = watched
+    stop = threading.Event()
+
+    def spin() -> None:  # a busy thread, as a detached C++ thread finishing the work would be
+        while not stop.is_set():
+            sum(range(1000))
+
+    worker = threading.Thread(target=spin)
+    worker.start()
+    try:
+        w.check_threads_idle("after the call")
+    finally:
+        stop.set()
+        worker.join()
+    assert [v["rule"] for v in violations] == ["background_thread"]
+
+
+def test_the_watch_passes_an_idle_process(watched) -> None:
+    w, violations = watched
+    w.check_threads_idle("after the call")
+    w.check("after the call")
+    assert violations == []
