@@ -53,15 +53,20 @@ class GuardViolation(RuntimeError):
     """Raised inside forward when a forbidden op is called."""
 
 
+def classify_packet(packet: str) -> str:
+    """"allowed", "library" or "compute", for an op packet name like "aten::empty"."""
+    if packet in ALLOCATION_OPS or packet in VIEW_OPS:
+        return "allowed"
+    if packet in LIBRARY_OPS:
+        return "library"
+    return "compute"
+
+
 @functools.cache
 def _classify(func: torch._ops.OpOverload) -> tuple[str, str]:
     """(kind, packet name) of an op: kind is "allowed", "library" or "compute"."""
     packet = func.name().split(".", 1)[0]
-    if packet in ALLOCATION_OPS or packet in VIEW_OPS:
-        return "allowed", packet
-    if packet in LIBRARY_OPS:
-        return "library", packet
-    return "compute", packet
+    return classify_packet(packet), packet
 
 
 class DispatchGuard(TorchDispatchMode):

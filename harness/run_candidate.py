@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 import common
+from watch import CallObserver
 
 
 def make_parser():
@@ -30,12 +31,17 @@ RERUN_POISON = 0x4B
 
 
 def run_set(model: torch.nn.Module, guard: Any, watch: Any, inputs: list, device: str,
-            poison: int, report: dict) -> tuple[list, list]:
-    """One verification call: poisoned allocator, fresh inputs, the guarded call, the checks."""
+            poison: int, report: dict, observer: Any = None) -> tuple[list, list]:
+    """One verification call: poisoned allocator, fresh inputs, the guarded call (under the
+    profiler when an observer is given), the checks."""
     if device == "cuda":
         common.poison_cuda_allocator(poison)
     device_inputs = common.to_device(inputs, device)
-    result = common.call_candidate(model, device_inputs, guard, device)
+    if observer is None:
+        result = common.call_candidate(model, device_inputs, guard, device)
+    else:
+        with observer:
+            result = common.call_candidate(model, device_inputs, guard, device)
     report["output_types"] = [common.type_name(value) for value in result]
     common.check_output_types(result)
     common.after_call(guard, watch)
@@ -56,9 +62,15 @@ def main(args: Any, report: dict) -> None:
         inputs_after.append(after)
     # S12, S14: set 0 once more, on a ModelNew built afresh, over memory poisoned differently.
     # check.py compares it with the reference like any set: output that depended on stale
-    # memory or on state from earlier calls does not survive this.
+    # memory or on state from earlier calls does not survive this. B1, B2: this call runs under
+    # the profiler, which sees torch compute the guard was kept from seeing, and foreign kernels.
     fresh, _ = common.build_model(type(model), init, args.init_seed, args.device)
-    rerun, _ = run_set(fresh, guard, watch, input_sets[0], args.device, RERUN_POISON, report)
+    observer = CallObserver(args.device, args.kernel_lib, guard.violations)
+    rerun, _ = run_set(fresh, guard, watch, input_sets[0], args.device, RERUN_POISON, report,
+                       observer)
+    if guard.violations:
+        raise common.Failure(f"rule {guard.violations[0]['rule']} broken: "
+                             f"{guard.violations[0]['detail']}", "violation")
     common.save_bundle({"outputs": outputs, "inputs_after": inputs_after, "rerun": rerun},
                        out_path)
 
