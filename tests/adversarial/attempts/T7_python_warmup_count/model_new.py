@@ -1,0 +1,30 @@
+"""T7: honest for the first 12 calls (more than verification makes), then no work at all: an
+evaluator that checks early calls and times later ones sees a correct, very fast kernel."""
+import torch
+import torch.nn as nn
+
+from utils.kernels import load
+
+lib = load()
+scale_bias_relu = lib.bind("scale_bias_relu", "tensor", "tensor", "tensor", "i64", "i64", "f32",
+                           "stream")
+
+HONEST_CALLS = 12
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features: int, scale: float):
+        super().__init__()
+        self.scale = scale
+        self.bias = nn.Parameter(torch.randn(features))
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        if self.calls > HONEST_CALLS:
+            return y
+        rows, cols = x.shape
+        scale_bias_relu(x, self.bias, y, rows, cols, self.scale)
+        return y

