@@ -42,6 +42,7 @@ def run_set(model: torch.nn.Module, guard: Any, watch: Any, inputs: list, device
     else:
         with observer:
             result = common.call_candidate(model, device_inputs, guard, device)
+    watch.returned()
     report["output_types"] = [common.type_name(value) for value in result]
     common.check_output_types(result)
     common.after_call(guard, watch)

@@ -141,11 +141,13 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
             _record(end, stream)
             _event_sync(end)
             host.append((_perf_ns() - begin) / 1000.0)
+            impl.watch.returned()
             times.append(_elapsed_ms(start, end) * 1000.0)
         else:
             begin = _perf_ns()
             outputs = impl.forward(inputs)
             times.append((_perf_ns() - begin) / 1000.0)
+            impl.watch.returned()
             host.append(times[-1])
         impl.after(outputs)
         fingerprints.append(plan.fingerprint(outputs))

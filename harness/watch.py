@@ -32,7 +32,7 @@ WATCHED = (
 )
 
 SETTLE_S = 0.002            # how long threads are watched after a call returns
-BUSY_FRACTION = 0.25        # a thread on the CPU for this share of that window is working
+BUSY_NS = 200_000           # CPU time after the return that makes a thread a working one
 
 
 def _resolve(name: str) -> Any:
@@ -74,6 +74,19 @@ def _cpu_ns(tid: int) -> int:
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def _running(tid: int) -> bool:
+    """Whether thread tid is on a CPU or waiting for one (state R)."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "R"
+    except (OSError, IndexError):
+        return False
+
+
+def _threads_now(me: int) -> dict[int, tuple[int, bool]]:
+    return {tid: (_cpu_ns(tid), _running(tid)) for tid in _tids() if tid != me}
 
 
 class L2Control:
@@ -159,22 +172,50 @@ class Watch:
                           "data pinned in L2 would survive the flush between timed calls")
         return self.violations
 
+    def returned(self) -> None:
+        """Call as soon as the candidate's call has returned (and any timer has stopped): every
+        other thread's CPU time and state at that moment, for check_threads_idle()."""
+        self._at_return = _threads_now(threading.get_native_id())
+        self._python_at_return = [t for t in threading.enumerate()
+                                  if t.ident not in self._python_threads and t.is_alive()]
+
     def check_threads_idle(self, after: str) -> None:
-        """A native thread that keeps working once forward has returned is doing the call's work
-        outside the timed region (T2). Watches every thread but this one for SETTLE_S."""
+        """A thread that keeps working once forward has returned is doing the call's work
+        outside the timed region (T2). Over the SETTLE_S after the return, a thread is working
+        when it spends BUSY_NS on a CPU, or runs at both ends of the window; and a thread that
+        did not exist before the call, was alive at its return and is gone by the end of the
+        window did its work after the return. Threads that outlive the window idle (a kernel's
+        OpenMP pool) become part of the process as it is."""
         me = threading.get_native_id()
-        others = [tid for tid in _tids() if tid != me]
-        before = {tid: _cpu_ns(tid) for tid in others}
-        start = time.perf_counter_ns()
+        before = getattr(self, "_at_return", None) or _threads_now(me)
+        python_late = getattr(self, "_python_at_return", None) or []
+        self._at_return, self._python_at_return = None, None
         time.sleep(SETTLE_S)
-        window = time.perf_counter_ns() - start
-        for tid in others:
-            busy = _cpu_ns(tid) - before[tid]
-            if busy > BUSY_FRACTION * window:
+        now = _threads_now(me)
+        if python_late:
+            self._violate("background_thread",
+                          f"Python thread {python_late[0].name!r} started by the candidate was "
+                          f"still running {after}: the call's work must be done when it returns")
+            return
+        for tid, (cpu_before, running_before) in before.items():
+            new = tid not in self._native_threads
+            if tid not in now:
+                if new:
+                    self._violate("background_thread",
+                                  f"thread {tid}, started during the call, was still alive "
+                                  f"{after} and ended within {SETTLE_S * 1e3:.0f} ms: work must "
+                                  "be finished when ModelNew.forward returns")
+                    return
+                continue
+            cpu_ns, running = now[tid]
+            busy = cpu_ns - cpu_before
+            if busy > BUSY_NS or (running and running_before):
                 self._violate("background_thread",
-                              f"thread {tid} kept running {busy / 1e6:.1f} ms of a "
-                              f"{window / 1e6:.1f} ms window {after}: work must be finished "
-                              "when ModelNew.forward returns")
+                              f"thread {tid} kept running {after} ({busy / 1e6:.2f} ms on a CPU "
+                              f"in the {SETTLE_S * 1e3:.0f} ms after the return): work must be "
+                              "finished when ModelNew.forward returns")
+                return
+        self._native_threads = set(now) | {me}
 
     def _check_attributes(self, after: str) -> None:
         for name, owner, saved in self._snapshot:

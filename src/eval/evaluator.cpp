@@ -668,7 +668,8 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
   steps->check = launch(run, "check.py",
                         {"--task", run.task_file.string(), "--init", init, "--inputs",
                          verify_inputs, "--candidate-out", out, "--init-seed", seed, "--device",
-                         options_.device, "--atol", atol, "--rtol", rtol},
+                         options_.device, "--atol", atol, "--rtol", rtol, "--seeded-sets",
+                         std::to_string(options_.verify_sets)},
                         options_.trusted_timeout_s, false, true);
   if (options_.stage != "verify") {
     steps->timing = launch(run, "timing.py", timing_args(run, "candidate"),

@@ -211,3 +211,37 @@ def test_kernel_identifiers_are_what_a_mangled_symbol_contains() -> None:
     name = "void ns::scale_relu<4>(float const*, float*, long)"
     assert watch.kernel_identifier(name) == "scale_relu"
     assert watch.kernel_identifier("triton_poi_fused_relu_0") == "triton_poi_fused_relu_0"
+
+
+def test_a_thread_started_by_the_call_that_ends_after_its_return_is_caught(watched) -> None:
+    w, violations = watched
+    started = threading.Event()
+
+    def late_writer() -> None:  # as a detached C++ thread would: alive at the return, then done
+        started.set()
+        time.sleep(0.0005)
+
+    worker = threading.Thread(target=late_writer)
+    worker.start()
+    started.wait()
+    w.returned()
+    w.check_threads_idle("after the call")
+    worker.join()
+    assert [v["rule"] for v in violations] == ["background_thread"]
+
+
+def test_a_thread_pool_started_by_the_call_that_sleeps_is_not_work(watched) -> None:
+    w, violations = watched
+    stop = threading.Event()
+    pool = threading.Thread(target=stop.wait, daemon=True)  # an idle OpenMP worker, natively
+    pool.start()
+    w._python_threads.add(pool.ident)  # only its native side is under test here
+    try:
+        w.returned()
+        w.check_threads_idle("after the call")
+        w.returned()
+        w.check_threads_idle("after the next call")
+    finally:
+        stop.set()
+        pool.join()
+    assert violations == []
