@@ -3,13 +3,16 @@ candidate for the example task beside an honest twin, and the verdict the evalua
 
 - T1, side stream: the kernel runs on its own cudaStreamNonBlocking stream, so forward returns
   before the work is done. Not a violation: the evaluator synchronises the whole device inside
-  the timed region, so the attempt is neutralised, its time at least 0.9x the honest twin's.
+  the timed region, so the attempt is neutralised, its time at least 0.8x the honest twin's.
 - T10, L2 persistence: the kernel raises the persisting-L2 limit and puts a persisting access
   policy window over its input, so the flush between timed calls no longer evicts it.
 - S1, stale device memory: forward returns torch.empty_like(x) unwritten, hoping the caching
   allocator hands back a block that held the right answer; it is poisoned with NaN.
 - T11, CUDA graph replay: after 12 honest calls the kernel captures a graph of its launch and
   then replays it, over the captured call's input, instead of computing on this call's.
+- B2, decoy kernel: the kernel is launched on a scratch buffer while the work is done elsewhere,
+  by torch with the dispatch guard switched off, or by a Triton kernel; the profiler over the
+  verification's last call sees the torch compute or the foreign kernel.
 
 Attempts whose cheat the static rules recognise also run with --source-rules warn, where the
 run-time defence must catch them. The CPU families are tests/adversarial/ (pytest).
@@ -27,8 +30,10 @@ from pathlib import Path
 from common import binary, print_table, run_eval, scaled_task, variant, write_json
 
 KERNEL = "kernels/scale_bias_relu.cu"
-ROWS = 32768  # 256 MiB a tensor: the kernel's time outweighs launch costs (as in eval_gpu.py)
-NEUTRALISED_RATIO = 0.9  # T1's time must be at least this share of the honest twin's
+ROWS = 16384  # 128 MiB a tensor: the kernel's time (about 0.1 ms) outweighs launch costs
+# T1's time must be at least this share of the honest twin's (hidden work would show as the few
+# microseconds of a launch).
+NEUTRALISED_RATIO = 0.8
 ENTRY = ('extern "C" int scale_bias_relu(const float* x, const float* bias, float* y, '
          'int64_t rows,')
 LAST_RETURN = "  return (int)cudaGetLastError();\n}\n"
@@ -113,6 +118,30 @@ GRAPH_REPLAY = [(KERNEL, ENTRY, ENTRY.replace('extern "C" int scale_bias_relu(',
                                               "static int launch_scale_bias_relu(")),
                 (KERNEL, LAST_RETURN, LAST_RETURN + GRAPH_ENTRY)]
 
+# B2: the candidate's kernel runs on a scratch copy (a decoy), torch does the work with the
+# dispatch guard switched off.
+DECOY = "        scale_bias_relu(x, self.bias, y, rows, cols, self.scale)\n"
+TORCH_BEHIND_DECOY = [("model_new.py", DECOY,
+                       "        scratch = torch.empty_like(x)\n"
+                       "        scale_bias_relu(x, self.bias, scratch, rows, cols, self.scale)\n"
+                       "        with torch._C._DisableTorchDispatch():\n"
+                       "            y = torch.relu(x * self.scale + self.bias)\n")]
+# B2: the same decoy, with the work done by a Triton kernel instead.
+TRITON_BEHIND_DECOY = [
+    ("model_new.py", "from utils.kernels import load\n",
+     "import triton\nimport triton.language as tl\n\nfrom utils.kernels import load\n\n\n"
+     "@triton.jit\n"
+     "def _sbr(x, b, y, n, cols, scale, BLOCK: tl.constexpr):\n"
+     "    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+     "    m = i < n\n"
+     "    v = tl.load(x + i, mask=m) * scale + tl.load(b + i % cols, mask=m)\n"
+     "    tl.store(y + i, tl.maximum(v, 0.0), mask=m)\n"),
+    ("model_new.py", DECOY,
+     "        scratch = torch.empty_like(x)\n"
+     "        scale_bias_relu(x, self.bias, scratch, rows, cols, self.scale)\n"
+     "        _sbr[(triton.cdiv(x.numel(), 1024),)](x, self.bias, y, x.numel(), cols, "
+     "self.scale, BLOCK=1024)\n")]
+
 # S1: forward allocates its output and returns it without launching anything.
 EMPTY_OUTPUT = [("model_new.py",
                  "        scale_bias_relu(x, self.bias, y, rows, cols, self.scale)\n", "")]
@@ -128,8 +157,13 @@ ATTEMPTS: list[tuple[str, str, list, str, object]] = [
     ("S1", "python-empty-output", EMPTY_OUTPUT, ENFORCE, "mismatch"),
     ("T11", "cuda-graph-replay", GRAPH_REPLAY, ENFORCE, ("cuda_graph", "forbidden_attribute")),
     ("T11", "cuda-graph-replay", GRAPH_REPLAY, WARN, ("timed_output_mismatch",)),
+    ("B2", "python-torch-behind-decoy", TORCH_BEHIND_DECOY, ENFORCE, ("forbidden_attribute",)),
+    ("B2", "python-torch-behind-decoy", TORCH_BEHIND_DECOY, WARN,
+     ("torch_compute_op", "foreign_kernel")),
+    ("B2", "triton-behind-decoy", TRITON_BEHIND_DECOY, ENFORCE, ("forbidden_import",)),
+    ("B2", "triton-behind-decoy", TRITON_BEHIND_DECOY, WARN, ("foreign_kernel",)),
 ]
-TWIN_FAMILIES = ["T1", "T10", "S1", "T11"]
+TWIN_FAMILIES = ["T1", "T10", "S1", "T11", "B2"]
 
 
 def describe(record: dict) -> str:
