@@ -311,7 +311,7 @@ class CallObserver:
         # torch.autograd's profiler, not torch.profiler's wrapper: that one imports
         # torch._inductor (seconds, and it patches torch.manual_seed on the way).
         if self.device == "cuda":
-            self._profiler = torch.autograd.profiler.profile(use_device="cuda")
+            self._profiler = torch.autograd.profiler.profile(use_device="cuda", use_kineto=True)
         else:
             self._profiler = torch.autograd.profiler.profile(use_kineto=False)
         self._profiler.__enter__()
