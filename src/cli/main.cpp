@@ -181,7 +181,8 @@ int run(int argc, char** argv) {
     nlohmann::json record;
     if (Status s = store->get_evaluation(show_id, &record); !s.ok()) return fail(s);
     EvalResult stored = EvalResult::from_json(record);
-    std::cout << (show_json ? record.dump(2) + "\n" : format_summary(stored) + format_checks(stored));
+    std::cout << (show_json ? record.dump(2) + "\n"
+                            : format_summary(stored) + format_checks(stored));
     return kExitPass;
   }
 
@@ -229,8 +230,7 @@ int run(int argc, char** argv) {
     std::cout << result.to_json().dump(2) << "\n";
   } else {
     std::cout << format_summary(result) << (explain ? format_checks(result) : "")
-              << "  stored as evaluation " << result.id << " in " << store->path().string()
-              << "\n";
+              << "  stored as evaluation " << result.id << " in " << store->path().string() << "\n";
   }
   if (result.outcome == Outcome::kDegenerateTask) return kExitError;  // no verdict possible
   return result.passed() ? kExitPass : kExitFail;

@@ -22,7 +22,7 @@ struct Evaluator::Run {
   fs::path workspace;
   WorkspaceRecord record;
   TempDir dir{"cuda-agent-run-"};
-  fs::path trusted;                  // dir/trusted: the task, inputs, weights; read-only to candidates
+  fs::path trusted;  // dir/trusted: the task, inputs, weights; read-only to candidates
   std::vector<fs::path> readonly;    // what candidate processes may not write
   fs::path task_file;                // the recorded task text, in trusted/
   fs::path library;                  // the compiled kernels
@@ -37,11 +37,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kSavedTimedCalls = 2;                // timed calls kept in full for the recheck
-constexpr double kCpuBandwidthBytesPerS = 1e12;    // no CPU writes memory faster
-constexpr double kCudaCallFloorUs = 1.0;           // a launch and a device synchronize
-constexpr double kCpuCallFloorUs = 0.05;           // a Python call
-constexpr double kClockSlackUs = 20.0;             // event vs host clock on one call
+constexpr int kSavedTimedCalls = 2;              // timed calls kept in full for the recheck
+constexpr double kCpuBandwidthBytesPerS = 1e12;  // no CPU writes memory faster
+constexpr double kCudaCallFloorUs = 1.0;         // a launch and a device synchronize
+constexpr double kCpuCallFloorUs = 0.05;         // a Python call
+constexpr double kClockSlackUs = 20.0;           // event vs host clock on one call
 // The candidate's overhead may be this many times eager's, plus the slack, plus half its reported
 // time, before time hidden from its reported figures is assumed: generous, since the eager figure
 // may come from the cache, measured on a machine less loaded than now.
@@ -262,8 +262,7 @@ Status Evaluator::source_rules(Run& run, HarnessStep& rules, EvalResult* r) {
   } else {
     add_check(r, "source rules", r->warnings.empty() ? "passed" : "warning",
               std::to_string(files) + " file(s) read, " + std::to_string(r->warnings.size()) +
-                  " warning(s)" +
-                  (options_.enforce_source_rules ? "" : " (--source-rules warn)"));
+                  " warning(s)" + (options_.enforce_source_rules ? "" : " (--source-rules warn)"));
   }
   return Status::OK();
 }
@@ -509,9 +508,9 @@ bool Evaluator::timing_consistent(const Run& run, const HarnessResult& h,
     if (overhead_s > allowed) {
       return violate("timing_inconsistent", "host clock vs reported times (T5, T6)",
                      "the timed calls took " + fixed(h.timed_host_s, 3) +
-                         " s on the evaluator's clock but report " + fixed(sum_s, 3) +
-                         " s; the " + fixed(overhead_s, 3) + " s around them exceed the " +
-                         fixed(allowed, 3) + " s the harness needs");
+                         " s on the evaluator's clock but report " + fixed(sum_s, 3) + " s; the " +
+                         fixed(overhead_s, 3) + " s around them exceed the " + fixed(allowed, 3) +
+                         " s the harness needs");
     }
     add_check(r, "host clock vs reported times (T5, T6)", "passed",
               fixed(h.timed_host_s, 3) + " s on the evaluator's clock for " + fixed(sum_s, 4) +
@@ -543,8 +542,8 @@ Status Evaluator::recheck_timed(Run& run, HarnessStep& recheck, EvalResult* r) {
   std::string rule, why;
   if (!report_field(h.report, "ok", false)) {
     if (report_field(h.report, "error_kind", "") == "task") {
-      return Status::InvalidArgument("the task " + r->task_path + " does not run: " +
-                                     report_field(h.report, "error", ""));
+      return Status::InvalidArgument("the task " + r->task_path +
+                                     " does not run: " + report_field(h.report, "error", ""));
     }
     rule = "report_invalid";
     why = "the timed calls' outputs could not be checked: " + report_field(h.report, "error", "");
@@ -599,11 +598,11 @@ Status Evaluator::profile(Run& run, HarnessStep& timing, HarnessStep& recheck, E
     add_check(r, "candidate timing (guard, watch)", "failed", r->reason);
     return Status::OK();
   }
-  add_check(r, "candidate timing (guard, watch)", "passed",
-            std::string("every timed call guarded and followed by the process checks") +
-                (options_.device == "cuda"
-                     ? "; persisting L2 lines reset and the L2 flushed before each"
-                     : "; the caches flushed before each"));
+  add_check(
+      r, "candidate timing (guard, watch)", "passed",
+      std::string("every timed call guarded and followed by the process checks") +
+          (options_.device == "cuda" ? "; persisting L2 lines reset and the L2 flushed before each"
+                                     : "; the caches flushed before each"));
   if (!timing_consistent(run, h, eager, r)) return Status::OK();
   s = recheck_timed(run, recheck, r);
   r->profile.seconds = seconds_since(start);
@@ -624,17 +623,18 @@ Status Evaluator::profile(Run& run, HarnessStep& timing, HarnessStep& recheck, E
 std::vector<std::string> Evaluator::timing_args(const Run& run, const std::string& impl) const {
   // One list for every implementation: eager, torch.compile and the candidate are timed on the
   // same inputs with the same warm-up, iterations and flush, or the speedups mean nothing.
-  std::vector<std::string> args = {"--impl",       impl,
-                                   "--task",       run.task_file.string(),
-                                   "--init",       (run.trusted / "init.pt").string(),
-                                   "--inputs",     (run.trusted / "profile_inputs.pt").string(),
-                                   "--init-seed",  std::to_string(run.init_seed),
-                                   "--device",     options_.device,
-                                   "--warmup",     std::to_string(options_.warmup),
-                                   "--iters",      std::to_string(options_.iters),
-                                   "--flush-mb",   fixed(options_.flush_mb, 1),
-                                   "--save-calls", std::to_string(kSavedTimedCalls),
-                                   "--out",        (run.dir.path() / ("timed_" + impl + ".pt")).string()};
+  std::vector<std::string> args = {
+      "--impl",       impl,
+      "--task",       run.task_file.string(),
+      "--init",       (run.trusted / "init.pt").string(),
+      "--inputs",     (run.trusted / "profile_inputs.pt").string(),
+      "--init-seed",  std::to_string(run.init_seed),
+      "--device",     options_.device,
+      "--warmup",     std::to_string(options_.warmup),
+      "--iters",      std::to_string(options_.iters),
+      "--flush-mb",   fixed(options_.flush_mb, 1),
+      "--save-calls", std::to_string(kSavedTimedCalls),
+      "--out",        (run.dir.path() / ("timed_" + impl + ".pt")).string()};
   if (impl == "candidate") {
     args.insert(args.end(),
                 {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string()});
@@ -665,24 +665,40 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
       {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(), "--init", init,
        "--inputs", verify_inputs, "--init-seed", seed, "--device", options_.device, "--out", out},
       options_.verify_timeout_s, true, true);
-  steps->check = launch(run, "check.py",
-                        {"--task", run.task_file.string(), "--init", init, "--inputs",
-                         verify_inputs, "--candidate-out", out, "--init-seed", seed, "--device",
-                         options_.device, "--atol", atol, "--rtol", rtol, "--seeded-sets",
-                         std::to_string(options_.verify_sets)},
-                        options_.trusted_timeout_s, false, true);
+  steps->check =
+      launch(run, "check.py",
+             {"--task", run.task_file.string(), "--init", init, "--inputs", verify_inputs,
+              "--candidate-out", out, "--init-seed", seed, "--device", options_.device, "--atol",
+              atol, "--rtol", rtol, "--seeded-sets", std::to_string(options_.verify_sets)},
+             options_.trusted_timeout_s, false, true);
   if (options_.stage != "verify") {
     steps->timing = launch(run, "timing.py", timing_args(run, "candidate"),
                            options_.profile_timeout_s, true, true);
-    steps->recheck = launch(
-        run, "check.py",
-        {"--timed", "--task", run.task_file.string(), "--init", init, "--inputs",
-         (run.trusted / "profile_inputs.pt").string(), "--candidate-out",
-         (run.dir.path() / "timed_candidate.pt").string(), "--secret-file",
-         steps->timing->secret_path().string(), "--iters", std::to_string(options_.iters),
-         "--save-calls", std::to_string(kSavedTimedCalls), "--init-seed", seed, "--device",
-         options_.device, "--atol", atol, "--rtol", rtol},
-        options_.trusted_timeout_s, false, true);
+    steps->recheck = launch(run, "check.py",
+                            {"--timed",
+                             "--task",
+                             run.task_file.string(),
+                             "--init",
+                             init,
+                             "--inputs",
+                             (run.trusted / "profile_inputs.pt").string(),
+                             "--candidate-out",
+                             (run.dir.path() / "timed_candidate.pt").string(),
+                             "--secret-file",
+                             steps->timing->secret_path().string(),
+                             "--iters",
+                             std::to_string(options_.iters),
+                             "--save-calls",
+                             std::to_string(kSavedTimedCalls),
+                             "--init-seed",
+                             seed,
+                             "--device",
+                             options_.device,
+                             "--atol",
+                             atol,
+                             "--rtol",
+                             rtol},
+                            options_.trusted_timeout_s, false, true);
   }
 }
 
@@ -719,8 +735,7 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     return s;
   }
   add_check(r, "workspace checksums", r->passed() ? "passed" : "failed",
-            r->passed() ? "model.py, SKILL.md and utils/ are as recorded at init"
-                        : r->reason);
+            r->passed() ? "model.py, SKILL.md and utils/ are as recorded at init" : r->reason);
   r->task_path = run.record.task_path;
   r->task_sha256 = run.record.task_sha256;
   r->task_id = fs::path(run.record.task_path).stem().string();
@@ -757,10 +772,10 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   s = write_file_atomic(run.task_file, run.record.task_source);
   if (!s.ok()) return s;
   run.readonly = options_.protected_paths;
-  run.readonly.insert(run.readonly.end(),
-                      {options_.harness_dir, run.trusted, run.workspace / "utils",
-                       run.workspace / "model.py", run.workspace / "SKILL.md",
-                       run.workspace / ".cuda-agent"});
+  run.readonly.insert(
+      run.readonly.end(),
+      {options_.harness_dir, run.trusted, run.workspace / "utils", run.workspace / "model.py",
+       run.workspace / "SKILL.md", run.workspace / ".cuda-agent"});
 
   Steps steps;
   if (options_.stage != "compile") start_steps(run, &steps);

@@ -5,10 +5,10 @@
 namespace cuda_agent {
 namespace {
 
-constexpr Outcome kAllOutcomes[] = {Outcome::kPass,      Outcome::kCompileError, Outcome::kMismatch,
-                                    Outcome::kViolation, Outcome::kRuntimeError, Outcome::kCrash,
-                                    Outcome::kTimeout,   Outcome::kInterrupted,
-                                    Outcome::kDegenerateTask};
+constexpr Outcome kAllOutcomes[] = {
+    Outcome::kPass,      Outcome::kCompileError, Outcome::kMismatch,
+    Outcome::kViolation, Outcome::kRuntimeError, Outcome::kCrash,
+    Outcome::kTimeout,   Outcome::kInterrupted,  Outcome::kDegenerateTask};
 
 template <typename T>
 nlohmann::json optional_json(const std::optional<T>& value) {
@@ -44,8 +44,8 @@ std::vector<Violation> findings_from(const nlohmann::json& j) {
   std::vector<Violation> out;
   if (!j.is_array()) return out;
   for (const auto& v : j) {
-    out.push_back({v.value("rule", ""), v.value("detail", ""), v.value("file", ""),
-                   v.value("line", 0)});
+    out.push_back(
+        {v.value("rule", ""), v.value("detail", ""), v.value("file", ""), v.value("line", 0)});
   }
   return out;
 }

@@ -11,14 +11,14 @@ namespace cuda_agent {
 
 /// How an evaluation ended. Everything but kPass scores -1.
 enum class Outcome {
-  kPass,          // compiled, correct, no rule broken (and, for stage "all", profiled)
-  kCompileError,  // kernels/ did not build
-  kMismatch,      // wrong outputs, or inputs modified
-  kViolation,     // broke a rule: torch compute in forward, modified infrastructure, ...
-  kRuntimeError,  // raised an exception (a CUDA error, a bad shape, ...)
-  kCrash,         // the candidate's process died on a signal (segfault, abort)
-  kTimeout,       // the candidate's process did not finish in time
-  kInterrupted,   // the user stopped the evaluation
+  kPass,            // compiled, correct, no rule broken (and, for stage "all", profiled)
+  kCompileError,    // kernels/ did not build
+  kMismatch,        // wrong outputs, or inputs modified
+  kViolation,       // broke a rule: torch compute in forward, modified infrastructure, ...
+  kRuntimeError,    // raised an exception (a CUDA error, a bad shape, ...)
+  kCrash,           // the candidate's process died on a signal (segfault, abort)
+  kTimeout,         // the candidate's process did not finish in time
+  kInterrupted,     // the user stopped the evaluation
   kDegenerateTask,  // the task's output can be matched without computing it: no verdict
 };
 
@@ -40,7 +40,7 @@ struct Violation {
 /// One check the evaluator ran (or skipped), for `eval --explain`: what it looked at and what it
 /// saw. status is "passed", "failed", "warning" or "skipped".
 struct Check {
-  std::string name;    // e.g. "source rules", "timed outputs recomputed"
+  std::string name;  // e.g. "source rules", "timed outputs recomputed"
   std::string status;
   std::string detail;  // one sentence: what it saw
 };

@@ -19,6 +19,7 @@ from adversarial_cases import FAMILY_ORDER, GPU_ONLY, Attempt, Twin, rule_names
 
 ROOT = Path(__file__).resolve().parents[2]
 JSON_ENV = "CUDA_AGENT_ADVERSARIAL_JSON"
+TEXT_ENV = "CUDA_AGENT_ADVERSARIAL_TABLE"  # the printed table, also as a text file (ctest's)
 
 
 def pytest_addoption(parser):
@@ -183,8 +184,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         return
     table = results.table()
     terminalreporter.write_sep("=", "adversarial suite (cpu)")
-    for text in format_table(table):
+    lines = format_table(table)
+    for text in lines:
         terminalreporter.write_line(text)
+    if os.environ.get(TEXT_ENV):
+        Path(os.environ[TEXT_ENV]).write_text("adversarial suite (cpu)\n" + "\n".join(lines) + "\n")
     path = os.environ.get(JSON_ENV)
     if path:
         Path(path).write_text(json.dumps(table, indent=2) + "\n")
