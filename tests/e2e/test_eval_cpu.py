@@ -156,6 +156,23 @@ def test_workspace_flow_and_tampered_infrastructure(agent, task, tmp_path):
     assert "utils/kernels.py" in r["reason"]
 
 
+def test_explain_lists_every_check_with_what_it_saw(agent, task, candidate):
+    result = agent.run("eval", "--device", "cpu", "--explain", "--cache-dir", str(agent.cache),
+                       "--task", str(task), "--candidate", str(candidate.model_new),
+                       "--kernels", str(candidate.path / "kernels"))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "checks (" in out
+    for name in ("source rules", "secret inputs", "sandbox", "candidate run (guard, watch)",
+                 "task not degenerate (S4, S13)", "inputs unchanged (S3)",
+                 "outputs vs reference", "timing report well-formed (T6)",
+                 "time above physical floor (T9)", "timed outputs recomputed (T7, T8, T11)",
+                 "workspace checksums after the run"):
+        assert name in out, name
+    assert "failed" not in out.split("checks (", 1)[1]
+    assert "all 20 timed calls ran on fresh secret inputs" in out  # the cpu default
+
+
 def test_show_prints_a_stored_evaluation(agent, task, candidate):
     code, r = agent.eval(task, candidate.path, "--stage", "verify")
     assert code == 0
