@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import (
     _pop_mode,
 )
 
-from watch import precision_pinned
+from watch import add_violation, precision_pinned
 
 # Op overload packet names ("aten::empty" covers aten::empty.memory_format and its overloads).
 ALLOCATION_OPS = frozenset({
@@ -82,9 +82,7 @@ class DispatchGuard(TorchDispatchMode):
         self.library_ops: list[str] = []
 
     def _violate(self, rule: str, detail: str) -> None:
-        violation = {"rule": rule, "detail": detail}
-        if violation not in self.violations:
-            self.violations.append(violation)
+        add_violation(self.violations, rule, detail)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None) -> Any:
         kind, packet = _classify(func)

@@ -60,6 +60,13 @@ def precision_flags() -> dict[str, Any]:
     return flags
 
 
+def add_violation(violations: list[dict[str, str]], rule: str, detail: str) -> None:
+    """Records a violation once (a rule broken on every call is one finding)."""
+    violation = {"rule": rule, "detail": detail}
+    if violation not in violations:
+        violations.append(violation)
+
+
 def _tids() -> set[int]:
     try:
         return {int(t) for t in os.listdir("/proc/self/task")}
@@ -150,12 +157,13 @@ class Watch:
         self._python_threads = {t.ident for t in threading.enumerate()}
         self._native_threads = _tids()
         self.l2 = L2Control() if device == "cuda" else None
+        # Snapshots taken by returned() for the next check_threads_idle().
+        self._at_return: dict[int, tuple[int, bool]] | None = None
+        self._python_at_return: list[threading.Thread] = []
         self._l2_limit = self.l2.persisting_limit() if self.l2 is not None else 0
 
     def _violate(self, rule: str, detail: str) -> None:
-        violation = {"rule": rule, "detail": detail}
-        if violation not in self.violations:
-            self.violations.append(violation)
+        add_violation(self.violations, rule, detail)
 
     def settled(self) -> None:
         """Native threads alive now (the candidate's loader and warm-up may start thread pools,
@@ -187,9 +195,9 @@ class Watch:
         window did its work after the return. Threads that outlive the window idle (a kernel's
         OpenMP pool) become part of the process as it is."""
         me = threading.get_native_id()
-        before = getattr(self, "_at_return", None) or _threads_now(me)
-        python_late = getattr(self, "_python_at_return", None) or []
-        self._at_return, self._python_at_return = None, None
+        before = self._at_return if self._at_return is not None else _threads_now(me)
+        python_late = self._python_at_return
+        self._at_return, self._python_at_return = None, []
         time.sleep(SETTLE_S)
         now = _threads_now(me)
         if python_late:
@@ -327,9 +335,7 @@ class CallObserver:
             self._check_kernels()
 
     def _violate(self, rule: str, detail: str) -> None:
-        violation = {"rule": rule, "detail": detail}
-        if violation not in self.violations:
-            self.violations.append(violation)
+        add_violation(self.violations, rule, detail)
 
     def _check_ops(self, events: list) -> bool:
         """True once a leaf compute op was found (and reported) among events and below."""

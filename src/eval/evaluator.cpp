@@ -202,14 +202,6 @@ Status Evaluator::record(Run& run, const HarnessCall& call, const HarnessResult&
   return Status::OK();
 }
 
-Status Evaluator::run_harness(Run& run, const std::string& script,
-                              const std::vector<std::string>& args, double timeout_s,
-                              bool candidate, HarnessResult* result) {
-  HarnessStep step(run.harness.get(), make_call(run, script, args, timeout_s, candidate, false));
-  *result = step.go();
-  return record(run, step.call(), *result);
-}
-
 HarnessCall Evaluator::make_call(Run& run, const std::string& script,
                                  const std::vector<std::string>& args, double timeout_s,
                                  bool candidate, bool gated) {
@@ -591,7 +583,8 @@ Status Evaluator::profile(Run& run, HarnessStep& timing, HarnessStep& recheck, E
   s = record(run, timing.call(), h);
   if (!s.ok()) return s;
   nlohmann::json report = h.report;
-  report.erase("median_us");  // statistics come from the raw times, computed here
+  // Statistics come from the raw times, computed here: none of the candidate's own stay.
+  for (const char* key : {"median_us", "p10_us", "p90_us", "min_us", "max_us"}) report.erase(key);
   r->profile.data["candidate"] = report;
   r->profile.seconds = seconds_since(start);
   if (candidate_failed("profiling", h.process, h.report, h.output, r, &r->profile)) {

@@ -66,8 +66,6 @@ class Evaluator {
   HarnessCall make_call(Run& run, const std::string& script, const std::vector<std::string>& args,
                         double timeout_s, bool candidate, bool gated);
   Status record(Run& run, const HarnessCall& call, const HarnessResult& result) const;
-  Status run_harness(Run& run, const std::string& script, const std::vector<std::string>& args,
-                     double timeout_s, bool candidate, HarnessResult* result);
   std::unique_ptr<HarnessStep> launch(Run& run, const std::string& script,
                                       const std::vector<std::string>& args, double timeout_s,
                                       bool candidate, bool gated);
