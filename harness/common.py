@@ -234,6 +234,31 @@ def load_task(path: str) -> types.ModuleType:
     return module
 
 
+SCALABLE_SIZES = "SCALABLE_SIZES"
+
+
+def shrink_task(task: types.ModuleType, factor: int) -> dict[str, list[int]]:
+    """Divides each module-level constant the task names in SCALABLE_SIZES by factor (at least
+    1 is left), for a smaller run of the same computation (tasks/README.md). Returns
+    {name: [full, used]} for each ({} for a task that names none)."""
+    if factor < 1:
+        raise UsageError(f"--shrink must be at least 1, not {factor}")
+    names = getattr(task, SCALABLE_SIZES, ())
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise TaskError(f"{SCALABLE_SIZES} must be a tuple of names of module-level integer "
+                        f"constants, not {names!r}")
+    sizes: dict[str, list[int]] = {}
+    for name in names:
+        full = getattr(task, name, None)
+        if not isinstance(full, int) or isinstance(full, bool):
+            raise TaskError(f"{SCALABLE_SIZES} names {name!r}, which is not a module-level "
+                            "integer constant")
+        used = max(1, full // factor)
+        setattr(task, name, used)
+        sizes[name] = [full, used]
+    return sizes
+
+
 def load_candidate(workspace: str, kernel_lib: str) -> type:
     """Imports ModelNew from WORKSPACE/model_new.py as the candidate sees it: the workspace first
     on sys.path, cwd there, and CUDA_AGENT_KERNEL_LIB naming the compiled kernel library."""

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/tasks_command.h"
 #include "eval/evaluator.h"
 #include "sandbox/process_runner.h"
 #include "store/store.h"
@@ -158,8 +159,11 @@ int run(int argc, char** argv) {
   show->add_option("id", show_id, "evaluation id, as printed by eval")->required();
   show->add_flag("--json", show_json, "print the record as JSON");
 
+  TasksCommand tasks(&app, default_device());
+
   CLI11_PARSE(app, argc, argv);
   install_interrupt_handlers();
+  if (tasks.chosen()) return tasks.run();
 
   std::unique_ptr<Store> store;
   if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
