@@ -267,11 +267,24 @@ def check_one(path: str, key: str, args: Any) -> dict[str, Any]:
     return result
 
 
+def warm_up_compile(device: str) -> None:
+    """torch.compile's first call in a process loads and initialises the compiler (seconds to
+    tens of seconds): paid here, before the first task, so that no task's time limit or
+    compile_s carries it."""
+    compiled = torch.compile(lambda x: torch.relu(x) * 2 + 1)
+    with torch.no_grad():
+        compiled(torch.randn(64, 64, device=device))
+    common.synchronize(device)
+    torch._dynamo.reset()
+
+
 def main(args: Any, report: dict) -> None:
     with open(args.tasks) as f:
         tasks = json.load(f)
     device_name = report["device_name"] = common.device_name(args.device)
     report["torch"] = torch.__version__
+    if not args.capture_only:
+        warm_up_compile(args.device)
     done = 0
     for index, entry in enumerate(tasks):
         common.write_text_atomic(args.progress, str(index))

@@ -36,6 +36,7 @@ python3 -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == 
   || want+=("torch==$TORCH_VERSION")
 python3 -c 'import numpy' 2>/dev/null || want+=(numpy)
 python3 -c 'import pytest' 2>/dev/null || want+=(pytest)
+python3 -c 'import pyarrow' 2>/dev/null || want+=(pyarrow)  # Parquet datasets (tasks import)
 if [ ${#want[@]} -gt 0 ]; then
   echo "setup: installing Python packages: ${want[*]}"
   python3 -m pip install -q "${pip_args[@]}" "${want[@]}"

@@ -23,7 +23,7 @@ namespace {
 
 constexpr const char* kSchema = "cuda-agent.tasks-check/1";
 constexpr const char* kScript = "task_check.py";
-constexpr double kStartupAllowanceS = 180;  // interpreter, torch and the device, before task 0
+constexpr double kStartupAllowanceS = 300;  // before the first task: see task_check.py
 constexpr auto kPoll = std::chrono::milliseconds(100);
 
 struct Entry {
@@ -194,9 +194,9 @@ class Measurer {
           current = index;
           since = now;
         }
-        // The process's first task also pays for start-up and torch.compile's first call.
-        double limit =
-            options_.task_timeout_s + (current.empty() || current == "0" ? kStartupAllowanceS : 0);
+        // Start-up (interpreter, torch, the device, torch.compile's first call) comes before
+        // the first task's index appears.
+        double limit = options_.task_timeout_s + (current.empty() ? kStartupAllowanceS : 0);
         if (std::chrono::duration<double>(now - since).count() > limit) {
           hung = true;
           spec.cancel->store(true);
