@@ -322,10 +322,13 @@ def main(args: Any, report: dict) -> None:
         if not args.secret_file or args.iters is None or args.iters < 1:
             raise common.UsageError("--timed needs --secret-file and --iters")
         bundle = read_candidate_bundle(args.candidate_out)
-        check_timed(common.load_task(args.task), init, input_sets, bundle, args, report)
+        task = common.load_task(args.task)
+        common.shrink_task(task, args.shrink)
+        check_timed(task, init, input_sets, bundle, args, report)
         return
     outputs, inputs_after, rerun = load_candidate_outputs(args.candidate_out, input_sets)
     task = common.load_task(args.task)
+    common.shrink_task(task, args.shrink)
     expected = run_reference(task, init, input_sets, args.init_seed, args.device)
     # A task is degenerate on the inputs it describes: a shifted or spiked set may make an
     # almost-constant output vary, but a candidate that computes nothing still passes the rest.

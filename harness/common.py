@@ -64,6 +64,9 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     parser = _Parser(description=description)
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     parser.add_argument("--report", required=True, help="where the JSON report is written")
+    parser.add_argument("--shrink", type=int, default=1,
+                        help="divide each of the task's SCALABLE_SIZES constants by this "
+                             "(default %(default)s: full size)")
     parser.add_argument("--wait-for", help="start up, then wait until this file exists: 'go' "
                         "proceeds, anything else ends the script with error_kind 'aborted'")
     return parser

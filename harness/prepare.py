@@ -112,6 +112,7 @@ def main(args: Any, report: dict) -> None:
     if args.verify_sets < 1 or args.profile_sets < 1:
         raise common.UsageError("--verify-sets and --profile-sets must be at least 1")
     task = common.load_task(args.task)
+    report["sizes"] = common.shrink_task(task, args.shrink)
     try:
         torch.manual_seed(args.init_seed)
         init_inputs = list(task.get_init_inputs())

@@ -33,8 +33,6 @@ def make_parser():
                         help="JSON list of {path, key}: the tasks, in order")
     parser.add_argument("--results", required=True, help="JSON Lines file appended to")
     parser.add_argument("--progress", required=True, help="gets the index of the current task")
-    parser.add_argument("--shrink", type=int, default=1,
-                        help="divide each SCALABLE_SIZES constant by this (default %(default)s)")
     parser.add_argument("--capture-only", action="store_true",
                         help="only the graph IR (for a reference set)")
     parser.add_argument("--seed", type=int, default=0, help="weights and first input draw")

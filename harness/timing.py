@@ -84,6 +84,7 @@ def build(args: Any, init: dict, report: dict) -> Implementation:
     watch = Watch(args.device, [])
 
     task = common.load_task(args.task)
+    common.shrink_task(task, args.shrink)
     try:
         model, _ = common.build_model(task.Model, init, args.init_seed, args.device)
     except Exception as error:

@@ -20,6 +20,9 @@ class Model(nn.Module):
 
 rows = 4096
 features = 2048
+# What `--shrink K` may divide for a smaller run (tasks/README.md): the rows, not the features
+# the bias is sized by.
+SCALABLE_SIZES = ("rows",)
 
 
 def get_inputs():

@@ -119,6 +119,11 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   eval->add_option("--atol", options.atol, "absolute tolerance")->capture_default_str();
   eval->add_option("--rtol", options.rtol, "relative tolerance")->capture_default_str();
+  eval->add_option("--shrink", options.shrink,
+                   "divide the task's SCALABLE_SIZES constants by this (a smaller run of the "
+                   "same computation; the sizes used are recorded)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   eval->add_option("--verify-sets", options.verify_sets, "fresh random input sets checked")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();

@@ -276,6 +276,8 @@ Status Evaluator::prepare(Run& run, HarnessStep& prepare, EvalResult* r) {
     return Status::InvalidArgument("the task " + r->task_path + " does not run: " + why);
   }
   run.prepared = h.report;
+  if (options_.shrink > 1)
+    r->settings["task_sizes"] = report_field(h.report, "sizes", nlohmann::json::object());
   r->device_name = report_field(h.report, "device_name", "");
   r->torch_version = report_field(h.report, "torch", "");
   const auto& extra = report_field(h.report, "extra_sets", nlohmann::json::object());
@@ -391,7 +393,8 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
                              {"iters", options_.iters},
                              {"flush_mb", options_.flush_mb},
                              {"save_calls", kSavedTimedCalls},
-                             {"profile_sets", options_.profile_sets}};
+                             {"profile_sets", options_.profile_sets},
+                             {"shrink", options_.shrink}};
   std::string key = sha256_hex(settings.dump());
   if (options_.use_baseline_cache) {
     std::optional<nlohmann::json> cached;
@@ -627,7 +630,8 @@ std::vector<std::string> Evaluator::timing_args(const Run& run, const std::strin
       "--iters",      std::to_string(options_.iters),
       "--flush-mb",   fixed(options_.flush_mb, 1),
       "--save-calls", std::to_string(kSavedTimedCalls),
-      "--out",        (run.dir.path() / ("timed_" + impl + ".pt")).string()};
+      "--out",        (run.dir.path() / ("timed_" + impl + ".pt")).string(),
+      "--shrink",     std::to_string(options_.shrink)};
   if (impl == "candidate") {
     args.insert(args.end(),
                 {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string()});
@@ -651,19 +655,25 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
                           {"--task", run.task_file.string(), "--device", options_.device, "--seed",
                            std::to_string(run.seed), "--init-seed", seed, "--verify-sets",
                            std::to_string(options_.verify_sets), "--profile-sets",
-                           std::to_string(options_.profile_sets), "--out", run.trusted.string()},
+                           std::to_string(options_.profile_sets), "--out", run.trusted.string(),
+                           "--shrink", std::to_string(options_.shrink)},
                           options_.trusted_timeout_s, false, false);
   steps->candidate = launch(
       run, "run_candidate.py",
       {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(), "--init", init,
        "--inputs", verify_inputs, "--init-seed", seed, "--device", options_.device, "--out", out},
       options_.verify_timeout_s, true, true);
-  steps->check =
-      launch(run, "check.py",
-             {"--task", run.task_file.string(), "--init", init, "--inputs", verify_inputs,
-              "--candidate-out", out, "--init-seed", seed, "--device", options_.device, "--atol",
-              atol, "--rtol", rtol, "--seeded-sets", std::to_string(options_.verify_sets)},
-             options_.trusted_timeout_s, false, true);
+  steps->check = launch(run, "check.py", {"--task",          run.task_file.string(),
+                                          "--init",          init,
+                                          "--inputs",        verify_inputs,
+                                          "--candidate-out", out,
+                                          "--init-seed",     seed,
+                                          "--device",        options_.device,
+                                          "--atol",          atol,
+                                          "--rtol",          rtol,
+                                          "--seeded-sets",   std::to_string(options_.verify_sets),
+                                          "--shrink",        std::to_string(options_.shrink)},
+                        options_.trusted_timeout_s, false, true);
   if (options_.stage != "verify") {
     steps->timing = launch(run, "timing.py", timing_args(run, "candidate"),
                            options_.profile_timeout_s, true, true);
@@ -690,7 +700,9 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
                              "--atol",
                              atol,
                              "--rtol",
-                             rtol},
+                             rtol,
+                             "--shrink",
+                             std::to_string(options_.shrink)},
                             options_.trusted_timeout_s, false, true);
   }
 }
@@ -707,7 +719,8 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
                  {"warmup", options_.warmup},
                  {"iters", options_.iters},
                  {"flush_mb", options_.flush_mb},
-                 {"arch", options_.compile.arch}};
+                 {"arch", options_.compile.arch},
+                 {"shrink", options_.shrink}};
 
   Run run;
   if (options_.keep_run_dir) run.dir.keep();

@@ -25,6 +25,9 @@ struct EvalOptions {
   std::string device = "cpu";
   std::string stage = "all";  // "compile", "verify", "profile" (same as all) or "all"
   double atol = 1e-2, rtol = 1e-2;
+  /// Each constant the task names in SCALABLE_SIZES divided by this (tasks/README.md): a
+  /// smaller run of the same computation, recorded in the result's settings with the sizes used.
+  int shrink = 1;
   int verify_sets = 5;
   int profile_sets = 4;
   int warmup = 0;        // 0: the device's default (cpu 3, cuda 10)

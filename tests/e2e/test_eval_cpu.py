@@ -39,6 +39,18 @@ def test_second_evaluation_reuses_the_build_and_the_baselines(agent, task, candi
     assert r["stages"]["profile"]["data"]["compile"]["cached"] is True
 
 
+def test_shrink_runs_the_task_smaller_and_records_the_sizes(agent, task, candidate):
+    code, r = agent.eval(task, candidate.path, "--shrink", "8")
+    assert code == 0, r
+    assert r["settings"]["shrink"] == 8
+    assert r["settings"]["task_sizes"] == {"rows": [512, 64]}
+    code, full = agent.eval(task, candidate.path)
+    assert code == 0, full
+    # Baselines of the smaller run are its own, not the full size's.
+    assert r["eager_us"] < full["eager_us"]
+    assert "task_sizes" not in full["settings"]
+
+
 def test_wrong_result_reports_the_first_mismatch(agent, task, candidate):
     # Forget the bias: every output where x * scale + bias > 0 differs.
     candidate.edit(candidate.kernel, "xr[c] * scale + bias[c]", "xr[c] * scale")
