@@ -102,7 +102,7 @@ TasksCommand::TasksCommand(CLI::App* app, const std::string& default_device)
       ->capture_default_str();
   a.check_cmd
       ->add_option("--jobs", a.check.jobs,
-                   "checking processes at once (on cuda their timed work takes turns)")
+                   "checking processes at once (on cuda their GPU work takes turns, compiles overlap)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   a.check_cmd
