@@ -1,17 +1,18 @@
 /// The typed operator library that task synthesis (task/synth.h) composes. Each operator states
 /// what it needs of the tensor it is applied to (rank, sizes, divisibility, what came just before
-/// it), how it changes the tensor's sizes and a sketch of its values, which weights it creates in
-/// __init__ and the expression it adds to forward. The synthesizer uses this to draw only valid
-/// compositions, to refuse degenerate ones (an output near zero or near constant, a weight that a
-/// later normalization cancels, an operator that does nothing), and to estimate what each
-/// composition costs so that its sizes suit the H200.
+/// it), how it changes the tensor's sizes and a sketch of its values (task/value_sketch.h), which
+/// weights it creates in __init__ and the expression it adds to forward. The synthesizer uses this
+/// to draw only valid compositions, to refuse degenerate ones (an output near zero or near
+/// constant, a weight that a later normalization cancels, an operator that does nothing), and to
+/// estimate what each composition costs so that its sizes suit the H200.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "task/value_sketch.h"
 
 namespace cuda_agent {
 namespace synth {
@@ -29,35 +30,6 @@ struct Dim {
   int constant = 0;  // index into Chain::constants; -1 for a kept size-1 axis
   std::int64_t divisor = 1;
   bool operator==(const Dim&) const = default;
-};
-
-/// A sketch of the values a tensor holds, enough to tell a useful output from one that a kernel
-/// computing nothing would match at the evaluator's tolerance (atol = rtol = 1e-2): values at
-/// evenly spaced quantiles of the elements' distribution, and the share of their spread that
-/// changes with the input draw (the rest is fixed by position: biases, weights). Elementwise
-/// operators map the samples exactly, so piles (relu's zeros, a clamp's bounds) and saturation
-/// show; reductions use order statistics or the central limit theorem.
-struct Values {
-  static constexpr int kSamples = 256;
-  std::vector<double> samples;  // ascending
-  double noise_share = 1;
-  // Hard bounds of the values (a clamp's, sigmoid's), which no extrapolated tail passes.
-  double lower = -HUGE_VAL;
-  double upper = HUGE_VAL;
-
-  /// A normal distribution's sketch.
-  static Values normal(double mean, double sd, double noise_share = 1);
-  double mean() const;
-  double spread() const;  // standard deviation
-  double rms() const;
-  double noise() const { return spread() * noise_share; }
-  double median() const { return samples[samples.size() / 2]; }
-  /// The value at probability q, extrapolated past the outer samples along the normal scale up
-  /// to the bounds.
-  double quantile(double q) const;
-  double interquartile() const { return quantile(0.75) - quantile(0.25); }
-  /// The share of values within tolerance of center: what a constant output would match.
-  double fraction_near(double center) const;
 };
 
 /// A term an earlier operator added or multiplied in, constant along some axes. A later
