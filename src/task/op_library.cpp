@@ -66,19 +66,18 @@ void elementwise_cost(Step* step, std::int64_t elements, int kernels) {
   step->kernels = kernels;
 }
 
-namespace {
-
-constexpr int kMaxResiduals = 2;
-constexpr double kResidualBalance = 4;
-
-/// A float literal as Python writes it; the values come from small grids of binary fractions.
-std::string literal(double v) {
+std::string python_float(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   std::string s = buf;
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
 }
+
+namespace {
+
+constexpr int kMaxResiduals = 2;
+constexpr double kResidualBalance = 4;
 
 /// The parameter shape that broadcasts along axis: (d,) for the last axis, (c, 1, 1) for the
 /// channels of NCHW.
@@ -194,9 +193,9 @@ std::vector<OpParams> clamp_variants(const Chain& c) {
 
 void apply_clamp(const OpParams& p, Chain* chain) {
   std::int64_t n = chain->elements();
-  auto [out, step, number] =
-      open_step(chain, "clamp", "clamp to [" + literal(p.low) + ", " + literal(p.high) + "]");
-  step.expr = "torch.clamp(x, " + literal(p.low) + ", " + literal(p.high) + ")";
+  auto [out, step, number] = open_step(
+      chain, "clamp", "clamp to [" + python_float(p.low) + ", " + python_float(p.high) + "]");
+  step.expr = "torch.clamp(x, " + python_float(p.low) + ", " + python_float(p.high) + ")";
   elementwise_cost(&step, n);
   out.values = map_values(out.values, [&](double x) { return std::clamp(x, p.low, p.high); });
   update_piles(&out, /*folds=*/false);
@@ -220,8 +219,8 @@ std::vector<OpParams> scale_variants(const Chain& c) {
 void apply_scale(const OpParams& p, Chain* chain) {
   std::int64_t n = chain->elements();
   int rank = rank_of(*chain);
-  auto [out, step, number] = open_step(chain, "scale", "multiply by " + literal(p.high));
-  step.expr = "x * " + literal(p.high);
+  auto [out, step, number] = open_step(chain, "scale", "multiply by " + python_float(p.high));
+  step.expr = "x * " + python_float(p.high);
   elementwise_cost(&step, n);
   out.values = map_values(out.values, [&](double x) { return x * p.high; });
   out.nonnegative = out.nonnegative && p.high > 0;
@@ -280,7 +279,7 @@ void apply_bias(const OpParams& p, Chain* chain) {
   double scale = bias_scale(chain->tensor().values);
   auto [out, step, name, shape] = open_parameter_step(chain, p, "add_bias", "add", "bias");
   std::string init = "torch.randn(" + shape + ")";
-  if (scale != 1) init += " * " + literal(scale);
+  if (scale != 1) init += " * " + python_float(scale);
   step.init_lines = {name + " = nn.Parameter(" + init + ")"};
   step.expr = "x + " + name;
   out.values = add_independent(out.values, Values::normal(0, scale, /*noise_share=*/0));

@@ -117,5 +117,9 @@ struct OpSpec {
 /// Every operator the synthesizer composes, in a fixed order.
 const std::vector<OpSpec>& op_library();
 
+/// A float literal as Python writes it ("2.0", "0.25", "1e-05"); the library's values come
+/// from small grids of binary fractions, which %g prints exactly.
+std::string python_float(double v);
+
 }  // namespace synth
 }  // namespace cuda_agent

@@ -14,6 +14,7 @@ namespace {
 using synth::Chain;
 using synth::OpParams;
 using synth::OpSpec;
+using synth::python_float;
 using synth::SizeConstant;
 using synth::Step;
 using synth::TensorState;
@@ -388,13 +389,6 @@ std::string render_model(const Chain& chain) {
   return out;
 }
 
-std::string float_literal(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  std::string s = buf;
-  return s.find_first_of(".e") == std::string::npos ? s + ".0" : s;
-}
-
 std::string render_sizes_and_inputs(const Chain& chain) {
   std::string out;
   std::vector<std::string> scalable;
@@ -404,8 +398,8 @@ std::string render_sizes_and_inputs(const Chain& chain) {
   }
   out += "\nSCALABLE_SIZES = (" + join(scalable, ", ") + (scalable.size() == 1 ? ",)" : ")");
   std::string draw = "torch.randn(" + input_shape(chain) + ")";
-  if (chain.input_scale != 1) draw += " * " + float_literal(chain.input_scale);
-  if (chain.input_offset != 0) draw += " + " + float_literal(chain.input_offset);
+  if (chain.input_scale != 1) draw += " * " + python_float(chain.input_scale);
+  if (chain.input_offset != 0) draw += " + " + python_float(chain.input_offset);
   out += "\n\n\ndef get_inputs():\n    return [" + draw + "]\n";
   std::vector<std::string> args;
   for (int c : init_constants(chain)) args.push_back(chain.constants[c].name);
