@@ -206,7 +206,9 @@ std::string format_summary(const EvalResult& r) {
   out += "  " + std::string(outcome_name(r.outcome)) + ": " + r.reason + "\n";
   auto where = [](const Violation& v) {
     if (v.file.empty()) return std::string();
-    return " (" + v.file + (v.line > 0 ? ":" + std::to_string(v.line) : "") + ")";
+    std::string text = " (" + v.file;
+    if (v.line > 0) text += ":" + std::to_string(v.line);
+    return text + ")";
   };
   for (const auto& v : r.violations)
     out += "  violation " + v.rule + where(v) + ": " + v.detail + "\n";
