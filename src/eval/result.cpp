@@ -207,7 +207,7 @@ std::string format_summary(const EvalResult& r) {
   auto where = [](const Violation& v) {
     if (v.file.empty()) return std::string();
     std::string text = " (" + v.file;
-    if (v.line > 0) text += ":" + std::to_string(v.line);
+    if (v.line > 0) text.append(":").append(std::to_string(v.line));
     return text + ")";
   };
   for (const auto& v : r.violations)
