@@ -8,7 +8,7 @@
 #include "task/op_family.h"
 
 namespace cuda_agent {
-namespace synth {
+namespace task_synth {
 
 namespace {
 
@@ -527,5 +527,5 @@ std::vector<OpSpec> axis_ops() {
   return ops;
 }
 
-}  // namespace synth
+}  // namespace task_synth
 }  // namespace cuda_agent

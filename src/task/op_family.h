@@ -14,7 +14,7 @@
 #include "task/op_library.h"
 
 namespace cuda_agent {
-namespace synth {
+namespace task_synth {
 
 // Reducing over fewer values than this, or scaling fewer features, is not worth a task.
 constexpr std::int64_t kMinReducedExtent = 4;
@@ -64,5 +64,5 @@ inline OpSpec::Apply ignoring_params(void (*apply)(Chain*)) {
 /// table's order.
 std::vector<OpSpec> axis_ops();
 
-}  // namespace synth
+}  // namespace task_synth
 }  // namespace cuda_agent

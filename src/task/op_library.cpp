@@ -10,7 +10,7 @@
 #include "task/op_family.h"
 
 namespace cuda_agent {
-namespace synth {
+namespace task_synth {
 
 std::int64_t Chain::extent(const Dim& dim) const {
   return dim.constant < 0 ? 1 : constants[dim.constant].value / dim.divisor;
@@ -394,5 +394,5 @@ const std::vector<OpSpec>& op_library() {
   return kLibrary;
 }
 
-}  // namespace synth
+}  // namespace task_synth
 }  // namespace cuda_agent

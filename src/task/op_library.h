@@ -15,7 +15,7 @@
 #include "task/value_sketch.h"
 
 namespace cuda_agent {
-namespace synth {
+namespace task_synth {
 
 /// A module-level size constant of a synthesized task file.
 struct SizeConstant {
@@ -121,5 +121,5 @@ const std::vector<OpSpec>& op_library();
 /// from small grids of binary fractions, which %g prints exactly.
 std::string python_float(double v);
 
-}  // namespace synth
+}  // namespace task_synth
 }  // namespace cuda_agent

@@ -11,14 +11,14 @@
 namespace cuda_agent {
 namespace {
 
-using synth::Chain;
-using synth::OpParams;
-using synth::OpSpec;
-using synth::python_float;
-using synth::SizeConstant;
-using synth::Step;
-using synth::TensorState;
-using synth::Values;
+using task_synth::Chain;
+using task_synth::OpParams;
+using task_synth::OpSpec;
+using task_synth::python_float;
+using task_synth::SizeConstant;
+using task_synth::Step;
+using task_synth::TensorState;
+using task_synth::Values;
 
 /// splitmix64 with unbiased bounded draws: the same numbers on every platform, where the standard
 /// library's distributions differ, so a seed names the same tasks everywhere.
@@ -167,7 +167,7 @@ struct Candidate {
 bool append_op(Rng& rng, int min_ops, bool planned_last, Chain* chain) {
   std::string previous = chain->steps.empty() ? "" : chain->steps.back().op;
   std::vector<Candidate> candidates;
-  for (const OpSpec& op : synth::op_library()) {
+  for (const OpSpec& op : task_synth::op_library()) {
     // The same operator twice in a row is redundant (relu), folds (scale) or undoes itself.
     if (op.name == previous) continue;
     std::vector<OpParams> variants = op.variants(*chain);
@@ -269,7 +269,7 @@ bool choose_batch(Chain* chain) {
   std::int64_t widest = 1;
   for (const TensorState& state : chain->history) {
     std::int64_t n = 1;
-    for (const synth::Dim& d : state.dims) n *= chain->extent(d);
+    for (const task_synth::Dim& d : state.dims) n *= chain->extent(d);
     widest = std::max(widest, n);
   }
   bool rows = chain->history[0].dims.size() == 2;  // the batch is all the rows there is
@@ -323,7 +323,7 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep) 
 
 std::string input_shape(const Chain& chain) {
   std::vector<std::string> dims;
-  for (const synth::Dim& d : chain.history[0].dims) dims.push_back(chain.size_expr(d));
+  for (const task_synth::Dim& d : chain.history[0].dims) dims.push_back(chain.size_expr(d));
   return join(dims, ", ");
 }
 

@@ -138,8 +138,8 @@ TEST(Synth, ComposesEveryOperatorOfTheLibrary) {
       for (const std::string& op : t.ops) ++used[op];
     }
   }
-  EXPECT_GE(synth::op_library().size(), 25u);
-  for (const synth::OpSpec& op : synth::op_library()) {
+  EXPECT_GE(task_synth::op_library().size(), 25u);
+  for (const task_synth::OpSpec& op : task_synth::op_library()) {
     EXPECT_GT(used[op.name], 0) << op.name << " never drawn";
   }
 }

@@ -5,7 +5,7 @@
 #include <utility>
 
 namespace cuda_agent {
-namespace synth {
+namespace task_synth {
 
 namespace {
 
@@ -259,5 +259,5 @@ double pile_share(const Values& v, bool top) {
   return on >= 2 ? static_cast<double>(on) / static_cast<double>(v.samples.size()) : 0;
 }
 
-}  // namespace synth
+}  // namespace task_synth
 }  // namespace cuda_agent

@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace cuda_agent {
-namespace synth {
+namespace task_synth {
 
 /// Values at evenly spaced quantiles of the elements' distribution, and the share of their
 /// spread that changes with the input draw (the rest is fixed by position: biases, weights).
@@ -112,5 +112,5 @@ Values contracted(const Values& in, double weight_var_times_k, double bias_var);
 /// The share of samples on the top (or bottom) sample's value, when at least two sit there.
 double pile_share(const Values& v, bool top);
 
-}  // namespace synth
+}  // namespace task_synth
 }  // namespace cuda_agent

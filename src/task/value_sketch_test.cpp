@@ -6,7 +6,7 @@
 #include <cmath>
 
 namespace cuda_agent {
-namespace synth {
+namespace task_synth {
 namespace {
 
 TEST(SynthValueSketch, NormalHasTheNormalQuantiles) {
@@ -87,5 +87,5 @@ TEST(SynthValueSketch, NeedsNoSeed) {
 }
 
 }  // namespace
-}  // namespace synth
+}  // namespace task_synth
 }  // namespace cuda_agent
