@@ -48,6 +48,14 @@ def _meta_fields(value: Any) -> dict[str, Any]:
     return {"shape": None, "dtype": None, "stride": None}
 
 
+def _op_name(target: Any) -> str:
+    """"aten.linear.default" for an aten overload; "operator.getitem" for a Python function."""
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    module = getattr(target, "__module__", None) or ""
+    return f"{module.lstrip('_')}.{getattr(target, '__name__', str(target))}".lstrip(".")
+
+
 def graph_ir(program: torch.export.ExportedProgram) -> dict[str, Any]:
     specs = {spec.arg.name: spec for spec in program.graph_signature.input_specs
              if hasattr(spec.arg, "name")}
@@ -60,7 +68,8 @@ def graph_ir(program: torch.export.ExportedProgram) -> dict[str, Any]:
             inputs.append({"name": node.name, "kind": kind,
                            "target": getattr(spec, "target", None) if spec else None, **fields})
         elif node.op == "call_function":
-            nodes.append({"name": node.name, "op": str(node.target), "args": _encode(node.args),
+            nodes.append({"name": node.name, "op": _op_name(node.target),
+                          "args": _encode(node.args),
                           "kwargs": _encode(node.kwargs), **fields})
         elif node.op == "output":
             outputs = [v.name for v in node.args[0] if isinstance(v, torch.fx.Node)]
