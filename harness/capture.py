@@ -11,10 +11,13 @@ Schema cuda-agent.graph/1:
   outputs  [name, ...]
 """
 
+import json
 from types import ModuleType
 from typing import Any, Callable
 
 import torch
+
+import common
 
 SCHEMA = "cuda-agent.graph/1"
 
@@ -95,3 +98,36 @@ def capture_task(task: ModuleType, build: Callable[[], tuple[torch.nn.Module, li
     except Exception:  # a task that needs real data to build (.item(), numpy, ...)
         model, inputs = build()
         return {**_export(model, inputs), "traced_on": "real"}
+
+
+# --- as a script: one task's graph IR to a file ------------------------------------------------
+
+
+def make_parser():
+    parser = common.make_parser("Writes a task's graph IR (schema cuda-agent.graph/1) to --out.")
+    parser.add_argument("--task", required=True, help="KernelBench-format task file")
+    parser.add_argument("--out", required=True, help="where the graph IR JSON goes")
+    return parser
+
+
+def main(args: Any, report: dict) -> None:
+    task = common.load_task(args.task)
+    report["sizes"] = common.shrink_task(task, args.shrink)
+
+    def build() -> tuple[torch.nn.Module, list]:
+        torch.manual_seed(0)
+        model = task.Model(*task.get_init_inputs())
+        return model, list(task.get_inputs())
+
+    try:
+        graph = capture_task(task, build)
+    except Exception as error:
+        raise common.TaskError(f"torch.export cannot trace the task: {type(error).__name__}: "
+                               f"{error}") from error
+    common.write_text_atomic(args.out, json.dumps(graph))
+    report["traced_on"] = graph["traced_on"]
+    report["nodes"] = len(graph["nodes"])
+
+
+if __name__ == "__main__":
+    common.run_script(make_parser(), main)

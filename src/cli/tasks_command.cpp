@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "sandbox/process_runner.h"
+#include "synth/capture.h"
 #include "task/dataset_import.h"
 #include "task/suite.h"
 #include "task/suite_check.h"
@@ -56,6 +57,7 @@ struct TasksCommand::Args {
   CLI::App* check_cmd = nullptr;
   CLI::App* synth_cmd = nullptr;
   CLI::App* import_cmd = nullptr;
+  CLI::App* graph_cmd = nullptr;
 
   std::vector<std::string> list_dirs;
 
@@ -74,6 +76,10 @@ struct TasksCommand::Args {
   std::string import_source;
   ImportOptions import_options;
   std::string import_out;
+
+  std::string graph_task;
+  bool graph_json = false;
+  synth::CaptureOptions capture;
 };
 
 TasksCommand::TasksCommand(CLI::App* app, const std::string& default_device)
@@ -101,8 +107,9 @@ TasksCommand::TasksCommand(CLI::App* app, const std::string& default_device)
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   a.check_cmd
-      ->add_option("--jobs", a.check.jobs,
-                   "checking processes at once (on cuda their GPU work takes turns, compiles overlap)")
+      ->add_option(
+          "--jobs", a.check.jobs,
+          "checking processes at once (on cuda their GPU work takes turns, compiles overlap)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   a.check_cmd
@@ -162,9 +169,68 @@ TasksCommand::TasksCommand(CLI::App* app, const std::string& default_device)
                            "ops6k: the field holding each task's code (default: code)");
   a.import_cmd->add_option("--python", a.import_options.python, "Python with pyarrow, for Parquet")
       ->capture_default_str();
+
+  a.graph_cmd = a.tasks->add_subcommand(
+      "graph",
+      "a task's captured graph: its inputs and weights, every op with its shapes and its "
+      "class (elementwise, reduction, gemm, ...), and the ops of no class");
+  a.graph_cmd->add_option("task", a.graph_task, "task file")->required();
+  a.graph_cmd->add_flag("--json", a.graph_json, "print the graph IR document itself");
+  a.graph_cmd->add_option("--shrink", a.capture.shrink, "divide the task's SCALABLE_SIZES")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  a.graph_cmd->add_option("--python", a.capture.python, "Python with torch")->capture_default_str();
 }
 
 TasksCommand::~TasksCommand() = default;
+
+namespace {
+
+std::string shape_text(const synth::Value& v) {
+  std::string out;
+  for (const synth::TensorType& t : v.results) {
+    std::string dims;
+    for (std::int64_t d : t.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    out += (out.empty() ? "" : " ") + std::string("(") + dims + ") " + t.dtype;
+  }
+  return out;
+}
+
+}  // namespace
+
+int TasksCommand::run_graph() {
+  Args& a = *args_;
+  a.capture.harness_dir = harness_dir();
+  PosixProcessRunner runner;
+  synth::Graph graph;
+  nlohmann::json document;
+  if (Status s = synth::capture_graph(a.graph_task, a.capture, &runner, &graph, &document);
+      !s.ok()) {
+    return fail(s);
+  }
+  if (a.graph_json) {
+    std::cout << document.dump(2) << "\n";
+    return kExitPass;
+  }
+  for (const synth::Value& v : graph.values) {
+    if (v.kind == "op") continue;
+    std::printf("%-10s %-28s %s\n", v.kind.c_str(), v.name.c_str(), shape_text(v).c_str());
+  }
+  for (const synth::Op& op : graph.ops) {
+    const synth::Value& v = graph.values[op.value];
+    std::printf("%-14s %-28s %-34s %s\n", synth::op_class_name(op.op_class), v.name.c_str(),
+                op.target.c_str(), shape_text(v).c_str());
+  }
+  std::vector<std::string> unsupported = graph.unsupported_ops();
+  if (unsupported.empty()) {
+    std::printf("all %zu ops classified\n", graph.ops.size());
+  } else {
+    std::string list;
+    for (const std::string& name : unsupported) list += (list.empty() ? "" : ", ") + name;
+    std::printf("ops of no class: %s\n", list.c_str());
+  }
+  return kExitPass;
+}
 
 bool TasksCommand::chosen() const { return args_->tasks->parsed(); }
 
@@ -241,6 +307,8 @@ int TasksCommand::run() {
     std::printf("report: %s\n", fs::absolute(a.report_path).string().c_str());
     return report.kept() == static_cast<int>(report.verdicts.size()) ? kExitPass : kExitDropped;
   }
+
+  if (a.graph_cmd->parsed()) return run_graph();
 
   if (a.synth_cmd->parsed()) {
     std::vector<SynthTask> tasks;

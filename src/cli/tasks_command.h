@@ -17,6 +17,8 @@ class TasksCommand {
   int run();
 
  private:
+  int run_graph();
+
   struct Args;
   std::unique_ptr<Args> args_;
 };
