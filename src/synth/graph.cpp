@@ -8,8 +8,6 @@
 namespace cuda_agent::synth {
 namespace {
 
-constexpr const char* kSchema = "cuda-agent.graph/1";
-
 const std::unordered_map<std::string, OpClass>& op_classes() {
   static const auto* classes = [] {
     auto* m = new std::unordered_map<std::string, OpClass>();
@@ -77,19 +75,6 @@ std::vector<TensorType> result_types(const nlohmann::json& entry) {
   return results;
 }
 
-void collect_refs(const nlohmann::json& value, std::vector<std::string>* refs) {
-  if (value.is_object()) {
-    auto ref = value.find("ref");
-    if (ref != value.end() && ref->is_string()) {
-      refs->push_back(ref->get<std::string>());
-      return;
-    }
-    for (const auto& [key, item] : value.items()) collect_refs(item, refs);
-  } else if (value.is_array()) {
-    for (const auto& item : value) collect_refs(item, refs);
-  }
-}
-
 std::string text(const nlohmann::json& object, const char* key) {
   auto it = object.find(key);
   return it != object.end() && it->is_string() ? it->get<std::string>() : "";
@@ -121,22 +106,6 @@ const char* op_class_name(OpClass c) {
   return "unsupported";
 }
 
-std::string op_base_name(const std::string& target) {
-  std::string name = target;
-  for (const char* prefix : {"aten.", "operator."}) {
-    if (name.rfind(prefix, 0) == 0) {
-      name = name.substr(std::string(prefix).size());
-      // An aten target ends in its overload ("default", "Tensor", "dim_IntList", ...).
-      if (std::string(prefix) == "aten.") {
-        auto dot = name.find('.');
-        if (dot != std::string::npos) name = name.substr(0, dot);
-      }
-      return name;
-    }
-  }
-  return name;
-}
-
 OpClass classify_op(const std::string& base_name) {
   const auto& classes = op_classes();
   auto it = classes.find(base_name);
@@ -159,9 +128,9 @@ std::vector<std::string> Graph::unsupported_ops() const {
 }
 
 Status read_graph(const nlohmann::json& document, Graph* graph) {
-  if (!document.is_object() || text(document, "schema") != kSchema) {
-    return Status::InvalidArgument(std::string("not a graph IR document (schema ") + kSchema +
-                                   " expected)");
+  if (!document.is_object() || text(document, "schema") != kGraphIrSchema) {
+    return Status::InvalidArgument(std::string("not a graph IR document (schema ") +
+                                   kGraphIrSchema + " expected)");
   }
   Graph read;
   std::map<std::string, int> index;
@@ -186,8 +155,8 @@ Status read_graph(const nlohmann::json& document, Graph* graph) {
     op.args = node.value("args", nlohmann::json::array());
     op.kwargs = node.value("kwargs", nlohmann::json::object());
     std::vector<std::string> refs;
-    collect_refs(op.args, &refs);
-    collect_refs(op.kwargs, &refs);
+    collect_value_refs(op.args, &refs);
+    collect_value_refs(op.kwargs, &refs);
     for (const std::string& ref : refs) {
       auto it = index.find(ref);
       if (it == index.end()) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "util/graph_ir.h"
 #include "util/status.h"
 
 namespace cuda_agent::synth {
@@ -26,10 +27,6 @@ enum class OpClass {
 };
 
 const char* op_class_name(OpClass c);
-
-/// "aten.linear.default" -> "linear", "operator.getitem" -> "getitem": what an op does, without
-/// the overload that says how it was called.
-std::string op_base_name(const std::string& target);
 
 OpClass classify_op(const std::string& base_name);
 

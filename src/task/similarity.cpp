@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "util/graph_ir.h"
+
 namespace cuda_agent {
 namespace {
 
@@ -21,28 +23,6 @@ std::uint64_t hash_text(const std::string& text) {
   std::uint64_t h = kFnvOffset;
   for (unsigned char c : text) h = (h ^ c) * kFnvPrime;
   return h;
-}
-
-/// "aten.linear.default" -> "linear": the overload says how an op was called, not what it does.
-std::string op_name(const std::string& target) {
-  std::string name = target;
-  if (name.rfind("aten.", 0) == 0) name = name.substr(5);
-  auto dot = name.rfind('.');
-  return dot == std::string::npos ? name : name.substr(0, dot);
-}
-
-/// The names of the values an argument list refers to, depth first, in order.
-void collect_refs(const nlohmann::json& value, std::vector<std::string>* refs) {
-  if (value.is_object()) {
-    auto ref = value.find("ref");
-    if (ref != value.end() && ref->is_string()) {
-      refs->push_back(ref->get<std::string>());
-      return;
-    }
-    for (const auto& [key, item] : value.items()) collect_refs(item, refs);
-  } else if (value.is_array()) {
-    for (const auto& item : value) collect_refs(item, refs);
-  }
 }
 
 }  // namespace
@@ -65,9 +45,9 @@ GraphSignature graph_signature(const nlohmann::json& graph, int rounds) {
   };
   std::vector<Op> ops;
   for (const auto& node : graph["nodes"]) {
-    Op op{node.value("name", ""), hash_text("op:" + op_name(node.value("op", ""))), {}};
-    if (node.contains("args")) collect_refs(node["args"], &op.args);
-    if (node.contains("kwargs")) collect_refs(node["kwargs"], &op.args);
+    Op op{node.value("name", ""), hash_text("op:" + op_base_name(node.value("op", ""))), {}};
+    if (node.contains("args")) collect_value_refs(node["args"], &op.args);
+    if (node.contains("kwargs")) collect_value_refs(node["kwargs"], &op.args);
     label[op.name] = op.base;
     ops.push_back(std::move(op));
   }
