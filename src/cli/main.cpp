@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/optimize_command.h"
 #include "cli/tasks_command.h"
 #include "eval/evaluator.h"
 #include "sandbox/process_runner.h"
@@ -165,10 +166,12 @@ int run(int argc, char** argv) {
   show->add_flag("--json", show_json, "print the record as JSON");
 
   TasksCommand tasks(&app, default_device());
+  OptimizeCommand optimize(&app, default_device());
 
   CLI11_PARSE(app, argc, argv);
   install_interrupt_handlers();
   if (tasks.chosen()) return tasks.run();
+  if (optimize.chosen()) return optimize.run(store_path);
 
   std::unique_ptr<Store> store;
   if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);

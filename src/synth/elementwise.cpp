@@ -1,0 +1,512 @@
+#include "synth/elementwise.h"
+
+#include <cstdio>
+#include <functional>
+#include <set>
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+/// A float literal for C++ and CUDA: exact to float precision, with the f suffix.
+std::string literal(double v) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  std::string s = buffer;
+  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+/// An op's argument: positional index, else keyword name, else null.
+const json& argument(const Op& op, std::size_t index, const char* name) {
+  static const json kNull;
+  if (op.args.is_array() && index < op.args.size()) return op.args[index];
+  if (op.kwargs.is_object() && op.kwargs.contains(name)) return op.kwargs[name];
+  return kNull;
+}
+
+double number(const json& value, double fallback) {
+  return value.is_number() ? value.get<double>() : fallback;
+}
+
+/// How each op's per-element expression is written, from its operands' expressions.
+struct Writer {
+  const Op& op;
+  std::vector<std::string> operands;  // one per argument position; "" where not a value
+  std::string* problem;
+
+  /// The expression of argument index: a value's variable or a scalar's literal.
+  std::string operand(std::size_t index, const char* name) const {
+    if (index < operands.size() && !operands[index].empty()) return operands[index];
+    const json& value = argument(op, index, name);
+    if (value.is_number()) return literal(value.get<double>());
+    if (value.is_boolean()) return value.get<bool>() ? "1.0f" : "0.0f";
+    *problem =
+        op.target + " argument " + std::to_string(index) + " is neither a tensor nor a number";
+    return "0.0f";
+  }
+  double scalar(std::size_t index, const char* name, double fallback) const {
+    return number(argument(op, index, name), fallback);
+  }
+};
+
+using Rule = std::function<std::string(const Writer&)>;
+
+const std::map<std::string, Rule>& rules() {
+  static const auto* table = new std::map<std::string, Rule>{
+      {"relu", [](const Writer& w) { return "sa_max(" + w.operand(0, "self") + ", 0.0f)"; }},
+      {"relu6",
+       [](const Writer& w) { return "sa_min(sa_max(" + w.operand(0, "self") + ", 0.0f), 6.0f)"; }},
+      {"sigmoid",
+       [](const Writer& w) { return "1.0f / (1.0f + expf(-" + w.operand(0, "self") + "))"; }},
+      {"tanh", [](const Writer& w) { return "tanhf(" + w.operand(0, "self") + ")"; }},
+      {"silu",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         return a + " / (1.0f + expf(-" + a + "))";
+       }},
+      {"gelu",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         const json& approximate = argument(w.op, 1, "approximate");
+         if (approximate.is_string() && approximate.get<std::string>() == "tanh") {
+           return "0.5f * " + a + " * (1.0f + tanhf(0.7978845608f * (" + a + " + 0.044715f * " + a +
+                  " * " + a + " * " + a + ")))";
+         }
+         return "0.5f * " + a + " * (1.0f + erff(" + a + " * 0.70710678118f))";
+       }},
+      {"hardswish",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         return a + " * sa_min(sa_max(" + a + " + 3.0f, 0.0f), 6.0f) / 6.0f";
+       }},
+      {"hardsigmoid",
+       [](const Writer& w) {
+         return "sa_min(sa_max(" + w.operand(0, "self") + " + 3.0f, 0.0f), 6.0f) / 6.0f";
+       }},
+      {"leaky_relu",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         return "(" + a + " > 0.0f ? " + a + " : " + a + " * " +
+                literal(w.scalar(1, "negative_slope", 0.01)) + ")";
+       }},
+      {"elu",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         std::string alpha = literal(w.scalar(1, "alpha", 1)),
+                     scale = literal(w.scalar(2, "scale", 1));
+         std::string input_scale = literal(w.scalar(3, "input_scale", 1));
+         return "(" + a + " > 0.0f ? " + scale + " * " + a + " : " + scale + " * " + alpha +
+                " * (expf(" + a + " * " + input_scale + ") - 1.0f))";
+       }},
+      {"softplus",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         std::string beta = literal(w.scalar(1, "beta", 1));
+         std::string threshold = literal(w.scalar(2, "threshold", 20));
+         return "(" + a + " * " + beta + " > " + threshold + " ? " + a + " : log1pf(expf(" + a +
+                " * " + beta + ")) / " + beta + ")";
+       }},
+      {"abs", [](const Writer& w) { return "fabsf(" + w.operand(0, "self") + ")"; }},
+      {"neg", [](const Writer& w) { return "-(" + w.operand(0, "self") + ")"; }},
+      {"exp", [](const Writer& w) { return "expf(" + w.operand(0, "self") + ")"; }},
+      {"log", [](const Writer& w) { return "logf(" + w.operand(0, "self") + ")"; }},
+      {"log1p", [](const Writer& w) { return "log1pf(" + w.operand(0, "self") + ")"; }},
+      {"sqrt", [](const Writer& w) { return "sqrtf(" + w.operand(0, "self") + ")"; }},
+      {"rsqrt", [](const Writer& w) { return "1.0f / sqrtf(" + w.operand(0, "self") + ")"; }},
+      {"reciprocal", [](const Writer& w) { return "1.0f / " + w.operand(0, "self"); }},
+      {"sin", [](const Writer& w) { return "sinf(" + w.operand(0, "self") + ")"; }},
+      {"cos", [](const Writer& w) { return "cosf(" + w.operand(0, "self") + ")"; }},
+      {"erf", [](const Writer& w) { return "erff(" + w.operand(0, "self") + ")"; }},
+      {"square",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         return a + " * " + a;
+       }},
+      {"pow",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         if (w.operands.size() > 1 && !w.operands[1].empty())
+           return "powf(" + a + ", " + w.operands[1] + ")";
+         double e = w.scalar(1, "exponent", 1);
+         if (e == 2) return a + " * " + a;
+         return "powf(" + a + ", " + literal(e) + ")";
+       }},
+      {"clamp",
+       [](const Writer& w) {
+         std::string e = w.operand(0, "self");
+         if (argument(w.op, 1, "min").is_number())
+           e = "sa_max(" + e + ", " + w.operand(1, "min") + ")";
+         if (argument(w.op, 2, "max").is_number())
+           e = "sa_min(" + e + ", " + w.operand(2, "max") + ")";
+         return e;
+       }},
+      {"clamp_min",
+       [](const Writer& w) {
+         return "sa_max(" + w.operand(0, "self") + ", " + w.operand(1, "min") + ")";
+       }},
+      {"clamp_max",
+       [](const Writer& w) {
+         return "sa_min(" + w.operand(0, "self") + ", " + w.operand(1, "max") + ")";
+       }},
+      {"hardtanh",
+       [](const Writer& w) {
+         return "sa_min(sa_max(" + w.operand(0, "self") + ", " +
+                literal(w.scalar(1, "min_val", -1)) + "), " + literal(w.scalar(2, "max_val", 1)) +
+                ")";
+       }},
+      {"add",
+       [](const Writer& w) {
+         double alpha = w.scalar(2, "alpha", 1);
+         std::string b = w.operand(1, "other");
+         return "(" + w.operand(0, "self") + " + " + (alpha == 1 ? b : literal(alpha) + " * " + b) +
+                ")";
+       }},
+      {"sub",
+       [](const Writer& w) {
+         double alpha = w.scalar(2, "alpha", 1);
+         std::string b = w.operand(1, "other");
+         return "(" + w.operand(0, "self") + " - " + (alpha == 1 ? b : literal(alpha) + " * " + b) +
+                ")";
+       }},
+      {"rsub",
+       [](const Writer& w) {
+         double alpha = w.scalar(2, "alpha", 1);
+         std::string a = w.operand(0, "self");
+         return "(" + w.operand(1, "other") + " - " +
+                (alpha == 1 ? a : literal(alpha) + " * " + a) + ")";
+       }},
+      {"mul",
+       [](const Writer& w) {
+         return "(" + w.operand(0, "self") + " * " + w.operand(1, "other") + ")";
+       }},
+      {"div",
+       [](const Writer& w) {
+         if (!argument(w.op, 2, "rounding_mode").is_null()) {
+           *w.problem = w.op.target + " with a rounding mode";
+         }
+         return "(" + w.operand(0, "self") + " / " + w.operand(1, "other") + ")";
+       }},
+  };
+  return *table;
+}
+
+/// (inner, count) indexing is possible when the input's sizes that are not 1, right-aligned to
+/// the output's, form one run equal to the output's sizes there.
+bool broadcast_run(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& out) {
+  if (shape.size() > out.size()) return false;
+  std::size_t offset = out.size() - shape.size();
+  int first = -1, last = -1;
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 1) continue;
+    if (shape[k] != out[offset + k]) return false;
+    if (first < 0) first = static_cast<int>(k);
+    last = static_cast<int>(k);
+  }
+  for (int k = first; first >= 0 && k <= last; ++k) {
+    if (shape[k] == 1 && out[offset + k] != 1) return false;  // a gap in the run
+  }
+  return true;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s;
+  for (auto d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "(" + s + ")";
+}
+
+}  // namespace
+
+Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
+  ElementwisePlan p;
+  std::vector<std::string> problems;
+  if (graph.outputs.size() != 1) {
+    problems.push_back("it returns " + std::to_string(graph.outputs.size()) + " values, not one");
+  }
+  std::map<int, std::string> variable;  // value -> its expression in the kernel body
+  for (const Op& op : graph.ops) {
+    const Value& v = graph.values[op.value];
+    auto rule = rules().find(op.name);
+    if (rule == rules().end()) {
+      problems.push_back(op.target + " is not an elementwise op the fused kernel writes");
+      continue;
+    }
+    if (v.results.size() != 1 || v.results[0].dtype != "float32") {
+      problems.push_back(op.target + " makes " +
+                         (v.results.empty() ? "no tensor" : v.results[0].dtype) +
+                         ", not one float32 tensor");
+      continue;
+    }
+    Writer w{op, {}, nullptr};
+    std::string problem;
+    w.problem = &problem;
+    // Operands by argument position: a value's variable, or "" for a scalar.
+    for (std::size_t i = 0; op.args.is_array() && i < op.args.size(); ++i) {
+      const json& a = op.args[i];
+      std::string expression;
+      if (a.is_object() && a.contains("ref")) {
+        int index = graph.find(a["ref"].get<std::string>());
+        const Value& input = graph.values[index];
+        if (!variable.count(index)) {
+          if (input.kind == "op") {
+            problems.push_back(op.target + " reads " + input.name +
+                               ", which the plan has not made");
+            continue;
+          }
+          if (input.results.size() != 1 || input.results[0].dtype != "float32") {
+            problems.push_back("input " + input.name + " is not one float32 tensor");
+            continue;
+          }
+          variable[index] = "in" + std::to_string(p.inputs.size());
+          p.inputs.push_back(index);
+        }
+        expression = variable[index];
+      }
+      w.operands.push_back(expression);
+    }
+    std::string name = "v" + std::to_string(p.lines.size());
+    p.lines.push_back("const float " + name + " = " + rule->second(w) + ";");
+    if (!problem.empty()) problems.push_back(problem);
+    variable[op.value] = name;
+    p.ops.push_back(op.name);
+  }
+  if (problems.empty() && graph.outputs.size() == 1) {
+    const Value& out = graph.values[graph.outputs[0]];
+    if (out.kind != "op" || !variable.count(graph.outputs[0])) {
+      problems.push_back("its output is not computed by an op");
+    } else {
+      p.result = variable[graph.outputs[0]];
+      p.output_shape = out.results[0].shape;
+      for (int index : p.inputs) {
+        const auto& shape = graph.values[index].results[0].shape;
+        if (!broadcast_run(shape, p.output_shape)) {
+          problems.push_back("input " + graph.values[index].name + " of shape " +
+                             shape_text(shape) + " does not broadcast to " +
+                             shape_text(p.output_shape) + " as one run of sizes");
+        }
+      }
+    }
+  }
+  if (p.inputs.empty() && problems.empty()) problems.push_back("it reads no tensor");
+  if (!problems.empty()) {
+    std::string text;
+    for (const auto& problem : problems) text += "\n  " + problem;
+    return Status::InvalidArgument("no fused elementwise kernel for this graph:" + text);
+  }
+  *plan = std::move(p);
+  return Status::OK();
+}
+
+std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::string& device) {
+  const bool cuda = device == "cuda";
+  // The output is walked as rows of `cols` elements; in a row, each input is either a run of
+  // cols contiguous elements (step 1) or one element (step 0), starting at row ((r / div) % mod).
+  std::string params, args, row_setup, loads;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    std::string n = std::to_string(k);
+    params += "const float* __restrict__ in" + n + "_data, ";
+    args += "in" + n + "_data, ";
+  }
+  params += "float* __restrict__ out, int64_t rows, int64_t cols";
+  args += "out, rows, cols";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    std::string n = std::to_string(k);
+    params += ", int64_t div" + n + ", int64_t mod" + n + ", int64_t step" + n;
+    args += ", div" + n + ", mod" + n + ", step" + n;
+    row_setup += "    const float* row" + n + " = in" + n + "_data + ((r / div" + n + ") % mod" +
+                 n + ") * (step" + n + " ? cols : 1);\n";
+    loads += "      const float in" + n + " = step" + n + " ? row" + n + "[c] : row" + n + "[0];\n";
+  }
+  std::string body = loads;
+  for (const std::string& line : plan.lines) body += "      " + line + "\n";
+  body += "      out_row[c] = " + plan.result + ";\n";
+
+  std::string ops;
+  for (const auto& op : plan.ops) ops += (ops.empty() ? "" : ", ") + op;
+  std::string source = "// Generated by cuda-agent's synthesizer: " + ops +
+                       ", fused: each input read once, the output written once.\n"
+                       "#include <math.h>\n#include <stdint.h>\n";
+  const char* helpers =
+      "SA_FN float sa_max(float a, float b) { return a != a ? a : (a > b ? a : b); }\n"
+      "SA_FN float sa_min(float a, float b) { return a != a ? a : (a < b ? a : b); }\n\n";
+  if (cuda) {
+    source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
+    source += helpers;
+    source +=
+        "// One block per row at a time (rows grid-strided), its threads across the row.\n"
+        "static __global__ void fused_elementwise_kernel(" +
+        params +
+        ") {\n"
+        "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n" +
+        row_setup +
+        "    float* out_row = out + r * cols;\n"
+        "    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {\n" +
+        body + "    }\n  }\n}\n\n";
+    source +=
+        "extern \"C\" int fused_elementwise(" + params +
+        ", void* stream) {\n"
+        "  if (rows == 0 || cols == 0) return 0;\n"
+        "  const int threads = cols >= 512 ? 512 : cols >= 256 ? 256 : 128;\n"
+        "  const int64_t blocks = rows < 132 * 64 ? rows : 132 * 64;\n"
+        "  fused_elementwise_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>(" +
+        args +
+        ");\n"
+        "  return (int)cudaGetLastError();\n}\n";
+  } else {
+    source += "\n#define SA_FN static inline\n";
+    source += helpers;
+    source += "extern \"C\" int fused_elementwise(" + params +
+              ", void* /*stream*/) {\n"
+              "#pragma omp parallel for schedule(static)\n"
+              "  for (int64_t r = 0; r < rows; ++r) {\n" +
+              row_setup +
+              "    float* out_row = out + r * cols;\n"
+              "#pragma omp simd\n"
+              "    for (int64_t c = 0; c < cols; ++c) {\n" +
+              body + "    }\n  }\n  return 0;\n}\n";
+  }
+  return source;
+}
+
+std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& plan) {
+  std::string ops;
+  for (const auto& op : plan.ops) ops += (ops.empty() ? "" : ", ") + op;
+  std::string s =
+      "\"\"\"Generated by cuda-agent's synthesizer: " + ops +
+      " in one fused kernel (kernels/).\"\"\"\n\n"
+      "import torch\nimport torch.nn as nn\n\nfrom utils.kernels import load\n\nlib = load()\n"
+      "fused_elementwise = lib.bind(\"fused_elementwise\", " +
+      std::string() + "";
+  for (std::size_t k = 0; k <= plan.inputs.size(); ++k) s += "\"tensor\", ";
+  s += "\"i64\", \"i64\"";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) s += ", \"i64\", \"i64\", \"i64\"";
+  s += ", \"stream\")\n\n\n";
+  s += "def broadcast_shape(*shapes):\n"
+       "    \"\"\"The shape the inputs broadcast to (numpy's rule), from their sizes alone.\"\"\"\n"
+       "    rank = max(len(shape) for shape in shapes)\n"
+       "    out = [1] * rank\n"
+       "    for shape in shapes:\n"
+       "        for k, size in enumerate(shape):\n"
+       "            position = rank - len(shape) + k\n"
+       "            if size != 1:\n"
+       "                out[position] = size\n"
+       "    return out\n\n\n"
+       "MAX_COLS = 16384\n\n\n"
+       "def row_layout(shapes, out):\n"
+       "    \"\"\"How the kernel walks out: (rows, cols, [(div, mod, step) per input]). Rows are "
+       "the\n"
+       "    longest run of out's trailing sizes across which every input is either contiguous\n"
+       "    (step 1, starting at row (r // div) % mod) or constant (step 0).\"\"\"\n"
+       "    total = 1\n"
+       "    for size in out:\n"
+       "        total *= size\n"
+       "    spans = []\n"
+       "    for shape in shapes:\n"
+       "        count = 1\n"
+       "        for size in shape:\n"
+       "            count *= size\n"
+       "        offset = len(out) - len(shape)\n"
+       "        last = max((offset + k for k, size in enumerate(shape) if size != 1), default=-1)\n"
+       "        inner = 1\n"
+       "        for size in out[last + 1:]:\n"
+       "            inner *= size\n"
+       "        spans.append((inner, count))\n"
+       "    # Row lengths to try: out's trailing products and their halvings, longest first up to\n"
+       "    # MAX_COLS (rows enough to spread over every core or multiprocessor).\n"
+       "    candidates = {1}\n"
+       "    for split in range(len(out)):\n"
+       "        cols = 1\n"
+       "        for size in out[split:]:\n"
+       "            cols *= size\n"
+       "        while cols > 1:\n"
+       "            candidates.add(cols)\n"
+       "            if cols % 2:\n"
+       "                break\n"
+       "            cols //= 2\n"
+       "    fits = [c for c in candidates if c <= MAX_COLS] or [min(candidates)]\n"
+       "    for cols in sorted(fits, reverse=True):\n"
+       "        layout = []\n"
+       "        for inner, count in spans:\n"
+       "            if inner == 1 and count % cols == 0:\n"
+       "                layout.append((1, count // cols, 1))\n"
+       "            elif inner % cols == 0:\n"
+       "                layout.append((inner // cols, count, 0))\n"
+       "            else:\n"
+       "                break\n"
+       "        if len(layout) == len(spans):\n"
+       "            return total // cols, cols, layout\n"
+       "    return total, 1, [(inner, count, 0) for inner, count in spans]  # one element a "
+       "row\n\n\n";
+
+  // Parameters and buffers of the task's Model, by their attribute paths: the reference's
+  // weights load into them.
+  std::string init, forward_args;
+  std::set<std::string> modules;
+  for (const Value& v : graph.values) {
+    if (v.kind != "parameter" && v.kind != "buffer") continue;
+    std::string path = v.target, owner = "self";
+    for (std::size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.')) {
+      std::string part = path.substr(0, dot);
+      std::string child = owner + "." + part;
+      if (modules.insert(child).second) init += "        " + child + " = nn.Module()\n";
+      owner = child;
+      path = path.substr(dot + 1);
+    }
+    std::string shape;
+    for (auto d : v.results[0].shape) shape += std::to_string(d) + ", ";
+    std::string dtype = "torch." + v.results[0].dtype;
+    std::string tensor = "torch.empty((" + shape + "), dtype=" + dtype + ")";
+    if (v.kind == "parameter") {
+      init += "        " + owner + "." + path + " = nn.Parameter(" + tensor + ")\n";
+    } else {
+      init += "        " + owner + ".register_buffer(\"" + path + "\", " + tensor + ")\n";
+    }
+  }
+  std::vector<std::string> user_inputs;
+  for (const Value& v : graph.values) {
+    if (v.kind == "input") user_inputs.push_back(v.name);
+  }
+  auto expression_of = [&](const Value& v) {
+    return v.kind == "input" ? v.name : "self." + v.target;
+  };
+  std::string tensors, shapes;
+  for (int index : plan.inputs) {
+    tensors += expression_of(graph.values[index]) + ", ";
+    shapes += expression_of(graph.values[index]) + ".shape, ";
+  }
+  std::string signature;
+  for (const auto& name : user_inputs) signature += ", " + name;
+  s += "class ModelNew(nn.Module):\n"
+       "    def __init__(self, *init_inputs):\n"
+       "        super().__init__()\n" +
+       init +
+       "\n"
+       "    def forward(self" +
+       signature +
+       "):\n"
+       "        inputs = [" +
+       tensors +
+       "]\n"
+       "        out_shape = broadcast_shape(" +
+       shapes +
+       ")\n"
+       "        out = torch.empty(out_shape, dtype=torch.float32, device=inputs[0].device)\n"
+       "        rows, cols, layout = row_layout([list(t.shape) for t in inputs], out_shape)\n"
+       "        fused_elementwise(*inputs, out, rows, cols, *[n for entry in layout for n in "
+       "entry])\n"
+       "        return out\n";
+  return s;
+}
+
+Status synthesize_elementwise(const Graph& graph, const std::string& device,
+                              std::map<std::string, std::string>* files) {
+  ElementwisePlan plan;
+  if (Status s = plan_elementwise(graph, &plan); !s.ok()) return s;
+  (*files)["model_new.py"] = elementwise_model_source(graph, plan);
+  (*files)[device == "cuda" ? "kernels/fused_elementwise.cu" : "kernels/fused_elementwise.cpp"] =
+      elementwise_kernel_source(plan, device);
+  return Status::OK();
+}
+
+}  // namespace cuda_agent::synth

@@ -1,0 +1,48 @@
+/// The synthesizer's first plan: a task whose whole computation is a chain of elementwise ops
+/// (unary, binary with broadcasting, with scalars) becomes one fused kernel that reads each input
+/// once and writes the output once, and a model_new.py that calls it. Kernels are generated for
+/// the CPU (C++ with OpenMP) and for CUDA (a grid-stride loop) from the same expression.
+///
+/// Broadcasting is general over the shapes a fused chain meets: an input whose sizes, aligned to
+/// the output's from the right, are 1 except for one run of the output's own sizes is read at
+/// (i / inner) % count, where count is its number of elements and inner the product of the
+/// output's sizes after that run (a per-feature bias, a per-channel scale, a scalar tensor).
+/// inner and count are computed from the tensors' shapes at run time, so one kernel serves any
+/// size.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "synth/graph.h"
+#include "util/status.h"
+
+namespace cuda_agent::synth {
+
+struct ElementwisePlan {
+  std::vector<int> inputs;         // graph values read by the kernel, in argument order
+  std::vector<std::string> lines;  // the per-element body: one `const float vK = ...;` per op
+  std::string result;              // the variable holding the output
+  std::vector<std::string> ops;    // the ops fused, in order ("relu", "add", ...)
+  std::vector<std::int64_t> output_shape;
+};
+
+/// The plan for graph, or an InvalidArgument that names each op, dtype or broadcast the plan
+/// cannot take (those are left to the synthesizer's other plans).
+Status plan_elementwise(const Graph& graph, ElementwisePlan* plan);
+
+/// The kernel source, kernels/fused_elementwise.cpp ("cpu") or .cu ("cuda"), whose entry is
+/// extern "C" int fused_elementwise(inputs..., float* out, int64_t n, (int64_t inner,
+/// int64_t count) per input, void* stream).
+std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::string& device);
+
+/// model_new.py for the plan: ModelNew holds parameters and buffers of the same names and shapes
+/// as the task's Model (so the reference's weights load into it) and calls the kernel.
+std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& plan);
+
+/// The files of a candidate for graph on device, by path relative to the workspace.
+Status synthesize_elementwise(const Graph& graph, const std::string& device,
+                              std::map<std::string, std::string>* files);
+
+}  // namespace cuda_agent::synth

@@ -1,0 +1,123 @@
+#include "synth/elementwise.h"
+
+#include <gtest/gtest.h>
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+json tensor_input(const std::string& name, const std::string& kind, std::vector<int> shape,
+                  const std::string& target = "") {
+  return {
+      {"name", name}, {"kind", kind}, {"target", target}, {"shape", shape}, {"dtype", "float32"}};
+}
+
+json node(const std::string& name, const std::string& op, json args, std::vector<int> shape,
+          const std::string& dtype = "float32") {
+  return {{"name", name},   {"op", op},      {"args", args}, {"kwargs", json::object()},
+          {"shape", shape}, {"dtype", dtype}};
+}
+
+json ref(const std::string& name) { return {{"ref", name}}; }
+
+/// clamp(leaky_relu(x * scale + shift, 0.1), -0.5, 2), per-feature scale and shift.
+json affine_chain(int rows, int features) {
+  return {{"schema", "cuda-agent.graph/1"},
+          {"inputs",
+           {tensor_input("p_scale", "parameter", {features}, "scale"),
+            tensor_input("p_shift", "parameter", {features}, "affine.shift"),
+            tensor_input("x", "input", {rows, features})}},
+          {"nodes",
+           {node("mul", "aten.mul.Tensor", {ref("x"), ref("p_scale")}, {rows, features}),
+            node("add", "aten.add.Tensor", {ref("mul"), ref("p_shift")}, {rows, features}),
+            node("leaky", "aten.leaky_relu.default", {ref("add"), 0.1}, {rows, features}),
+            node("clamp", "aten.clamp.default", {ref("leaky"), -0.5, 2.0}, {rows, features})}},
+          {"outputs", {"clamp"}}};
+}
+
+Graph read(const json& doc) {
+  Graph g;
+  Status s = read_graph(doc, &g);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return g;
+}
+
+TEST(SynthElementwise, AChainBecomesOneBodyReadingEachInputOnce) {
+  Graph g = read(affine_chain(64, 32));
+  ElementwisePlan plan;
+  ASSERT_TRUE(plan_elementwise(g, &plan).ok());
+  EXPECT_EQ(plan.ops, (std::vector<std::string>{"mul", "add", "leaky_relu", "clamp"}));
+  ASSERT_EQ(plan.inputs.size(), 3u);  // x, scale, shift: in the order the ops read them
+  EXPECT_EQ(g.values[plan.inputs[0]].name, "x");
+  ASSERT_EQ(plan.lines.size(), 4u);
+  EXPECT_EQ(plan.lines[2], "const float v2 = (v1 > 0.0f ? v1 : v1 * 0.1f);");
+  EXPECT_EQ(plan.lines[3], "const float v3 = sa_min(sa_max(v2, -0.5f), 2.0f);");
+  EXPECT_EQ(plan.result, "v3");
+  EXPECT_EQ(plan.output_shape, (std::vector<std::int64_t>{64, 32}));
+}
+
+TEST(SynthElementwise, ThePlanDoesNotDependOnTheSizes) {
+  ElementwisePlan small, large;
+  ASSERT_TRUE(plan_elementwise(read(affine_chain(64, 32)), &small).ok());
+  ASSERT_TRUE(plan_elementwise(read(affine_chain(40000, 1000)), &large).ok());
+  EXPECT_EQ(elementwise_kernel_source(small, "cpu"), elementwise_kernel_source(large, "cpu"));
+  EXPECT_EQ(elementwise_kernel_source(small, "cuda"), elementwise_kernel_source(large, "cuda"));
+}
+
+TEST(SynthElementwise, KernelsForBothDevicesHaveTheEntryTheModelBinds) {
+  Graph g = read(affine_chain(64, 32));
+  std::map<std::string, std::string> cpu, cuda;
+  ASSERT_TRUE(synthesize_elementwise(g, "cpu", &cpu).ok());
+  ASSERT_TRUE(synthesize_elementwise(g, "cuda", &cuda).ok());
+  const std::string& cpp = cpu.at("kernels/fused_elementwise.cpp");
+  const std::string& cu = cuda.at("kernels/fused_elementwise.cu");
+  EXPECT_NE(cpp.find("extern \"C\" int fused_elementwise("), std::string::npos);
+  EXPECT_NE(cpp.find("#pragma omp parallel for"), std::string::npos);
+  EXPECT_NE(cu.find("__global__ void fused_elementwise_kernel("), std::string::npos);
+  EXPECT_NE(cu.find("cudaGetLastError"), std::string::npos);
+  const std::string& model = cpu.at("model_new.py");
+  // The weights under the task's own names, so the reference's state_dict loads.
+  EXPECT_NE(model.find("self.scale = nn.Parameter(torch.empty((32, ), dtype=torch.float32))"),
+            std::string::npos)
+      << model;
+  EXPECT_NE(model.find("self.affine = nn.Module()"), std::string::npos);
+  EXPECT_NE(model.find("self.affine.shift = nn.Parameter("), std::string::npos);
+  EXPECT_NE(model.find("def forward(self, x):"), std::string::npos);
+  EXPECT_NE(model.find("inputs = [x, self.scale, self.affine.shift, ]"), std::string::npos);
+  EXPECT_EQ(cpu.at("model_new.py"), cuda.at("model_new.py"));
+}
+
+TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
+  json doc = affine_chain(64, 32);
+  doc["nodes"].push_back(
+      node("total", "aten.sum.dim_IntList", {ref("clamp"), json::array({-1})}, {64}));
+  doc["outputs"] = {"total"};
+  ElementwisePlan plan;
+  Status s = plan_elementwise(read(doc), &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("aten.sum.dim_IntList"), std::string::npos) << s.message();
+
+  json half = affine_chain(64, 32);
+  half["nodes"][0]["dtype"] = "bfloat16";
+  s = plan_elementwise(read(half), &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bfloat16"), std::string::npos) << s.message();
+
+  json two = affine_chain(64, 32);
+  two["outputs"] = {"clamp", "mul"};
+  s = plan_elementwise(read(two), &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("returns 2 values"), std::string::npos) << s.message();
+
+  json gap = affine_chain(64, 32);  // a (64, 1, 32) weight over (64, 8, 32): two runs of sizes
+  gap["inputs"][0]["shape"] = {64, 1, 32};
+  gap["inputs"][2]["shape"] = {64, 8, 32};
+  for (auto& n : gap["nodes"]) n["shape"] = {64, 8, 32};
+  s = plan_elementwise(read(gap), &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("does not broadcast"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
