@@ -53,6 +53,14 @@ struct Writer {
 
 using Rule = std::function<std::string(const Writer&)>;
 
+/// "(left sign alpha * right)" for add, sub and rsub, whose third argument alpha scales `other`.
+std::string scaled_sum(const Writer& w, const std::string& left, const char* sign,
+                       const std::string& right) {
+  double alpha = w.scalar(2, "alpha", 1);
+  return "(" + left + " " + sign + " " + (alpha == 1 ? right : literal(alpha) + " * " + right) +
+         ")";
+}
+
 const std::map<std::string, Rule>& rules() {
   static const auto* table = new std::map<std::string, Rule>{
       {"relu", [](const Writer& w) { return "sa_max(" + w.operand(0, "self") + ", 0.0f)"; }},
@@ -158,24 +166,15 @@ const std::map<std::string, Rule>& rules() {
        }},
       {"add",
        [](const Writer& w) {
-         double alpha = w.scalar(2, "alpha", 1);
-         std::string b = w.operand(1, "other");
-         return "(" + w.operand(0, "self") + " + " + (alpha == 1 ? b : literal(alpha) + " * " + b) +
-                ")";
+         return scaled_sum(w, w.operand(0, "self"), "+", w.operand(1, "other"));
        }},
       {"sub",
        [](const Writer& w) {
-         double alpha = w.scalar(2, "alpha", 1);
-         std::string b = w.operand(1, "other");
-         return "(" + w.operand(0, "self") + " - " + (alpha == 1 ? b : literal(alpha) + " * " + b) +
-                ")";
+         return scaled_sum(w, w.operand(0, "self"), "-", w.operand(1, "other"));
        }},
       {"rsub",
        [](const Writer& w) {
-         double alpha = w.scalar(2, "alpha", 1);
-         std::string a = w.operand(0, "self");
-         return "(" + w.operand(1, "other") + " - " +
-                (alpha == 1 ? a : literal(alpha) + " * " + a) + ")";
+         return scaled_sum(w, w.operand(1, "other"), "-", w.operand(0, "self"));
        }},
       {"mul",
        [](const Writer& w) {
