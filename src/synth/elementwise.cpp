@@ -297,6 +297,51 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
   return Status::OK();
 }
 
+/// The CPU kernel: OpenMP over rows; each row handled by fused_row<kSteps>, where bit k of
+/// kSteps says at compile time whether input k runs along the row, so that the loop over a row
+/// has no per-element choice left and vectorises. Up to kUnswitched inputs get one instance per
+/// combination; more take the instance that reads the steps at run time (kSteps = -1).
+std::string cpu_rows(const ElementwisePlan& plan, const std::string& params,
+                     const std::string& row_setup, const std::string& body) {
+  constexpr std::size_t kUnswitched = 4;
+  const std::size_t k = plan.inputs.size();
+  std::string row_params, row_args, steps, flags;
+  for (std::size_t i = 0; i < k; ++i) {
+    std::string n = std::to_string(i);
+    row_params += "const float* __restrict__ row" + n + ", ";
+    row_args += "row" + n + ", ";
+    steps +=
+        std::string(i ? " | " : "") + "(step" + n + " ? " + std::to_string(1u << i) + "u : 0u)";
+    flags += "  const bool s" + n + " = kSteps < 0 ? ((steps >> " + n + ") & 1u) : ((kSteps >> " +
+             n + ") & 1);\n";
+  }
+  std::string loop_body = body;
+  for (std::size_t i = 0; i < k; ++i) {
+    std::string n = std::to_string(i);
+    std::string from = "step" + n + " ? row" + n, to = "s" + n + " ? row" + n;
+    for (auto at = loop_body.find(from); at != std::string::npos; at = loop_body.find(from)) {
+      loop_body.replace(at, from.size(), to);
+    }
+  }
+  std::string out = "template <int kSteps>\nstatic inline void fused_row(" + row_params +
+                    "float* __restrict__ out_row, int64_t cols, unsigned steps) {\n" + flags +
+                    "#pragma omp simd\n  for (int64_t c = 0; c < cols; ++c) {\n" + loop_body +
+                    "  }\n}\n\n";
+  out += "extern \"C\" int fused_elementwise(" + params + ", void* /*stream*/) {\n";
+  out += "  const unsigned steps = " + (k ? steps : std::string("0u")) + ";\n";
+  out += "#pragma omp parallel for schedule(static)\n  for (int64_t r = 0; r < rows; ++r) {\n" +
+         row_setup + "    float* out_row = out + r * cols;\n    switch (steps) {\n";
+  if (k <= kUnswitched) {
+    for (unsigned mask = 0; mask < (1u << k); ++mask) {
+      out += "      case " + std::to_string(mask) + "u: fused_row<" + std::to_string(mask) + ">(" +
+             row_args + "out_row, cols, steps); break;\n";
+    }
+  }
+  out += "      default: fused_row<-1>(" + row_args + "out_row, cols, steps);\n";
+  out += "    }\n  }\n  return 0;\n}\n";
+  return out;
+}
+
 std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::string& device) {
   const bool cuda = device == "cuda";
   // The output is walked as rows of `cols` elements; in a row, each input is either a run of
@@ -355,15 +400,7 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
   } else {
     source += "\n#define SA_FN static inline\n";
     source += helpers;
-    source += "extern \"C\" int fused_elementwise(" + params +
-              ", void* /*stream*/) {\n"
-              "#pragma omp parallel for schedule(static)\n"
-              "  for (int64_t r = 0; r < rows; ++r) {\n" +
-              row_setup +
-              "    float* out_row = out + r * cols;\n"
-              "#pragma omp simd\n"
-              "    for (int64_t c = 0; c < cols; ++c) {\n" +
-              body + "    }\n  }\n  return 0;\n}\n";
+    source += cpu_rows(plan, params, row_setup, body);
   }
   return source;
 }
