@@ -12,7 +12,8 @@ REFERENCE = HERE / "reference"
 def check(tasks, report: Path, work: Path):
     return tasks.run("check", str(FIXTURES), "--device", "cpu", "--jobs", "2",
                      "--window-ms", "0", "40", "--reference", str(REFERENCE),
-                     "--task-timeout", "15", "--report", str(report), "--work-dir", str(work))
+                     "--task-timeout", "15", "--timing-budget", "0.02", "--report", str(report),
+                     "--work-dir", str(work))
 
 
 def test_each_filter_drops_its_task_and_keeps_its_near_miss(tasks, tmp_path):

@@ -37,7 +37,7 @@ def test_synthesized_tasks_pass_the_filters(tasks, tmp_path):
     synth(tasks, out, 2026)
     report_path = tmp_path / "report.json"
     result = tasks.run("check", str(out), "--device", "cpu", "--shrink", "64", "--jobs", "2",
-                       "--timing-budget", "0.1", "--report", str(report_path))
+                       "--timing-budget", "0.02", "--report", str(report_path))
     report = json.loads(report_path.read_text())
     dropped = {t["id"]: t["reasons"] for t in report["tasks"] if not t["kept"]}
     assert result.returncode == 0 and not dropped, dropped
