@@ -259,22 +259,28 @@ struct Reference {
   GraphSignature signature;
 };
 
+/// One entry per task of suite, keyed by the checker's version, the settings and the task's text.
+Status make_entries(const Suite& suite, const SuiteCheckOptions& options, bool capture_only,
+                    const std::string& version, std::vector<Entry>* entries) {
+  for (const SuiteTask& task : suite.tasks) {
+    std::string source;
+    if (Status s = read_file(task.path, &source); !s.ok()) return s;
+    entries->push_back(
+        {&task, sha256_hex(version + "\n" + settings_text(options, capture_only) + "\n" + source)});
+  }
+  return Status::OK();
+}
+
 Status reference_signatures(const SuiteCheckOptions& options, ProcessRunner* runner,
                             const std::string& version, std::vector<Reference>* references) {
+  Measurer measurer(options, runner, /*capture_only=*/true);
+  measurer.load_cache();  // once for every reference suite
   for (const fs::path& dir : options.reference_dirs) {
     Suite suite;
-    Status s = load_suite(dir, &suite);
-    if (!s.ok()) return s;
-    Measurer measurer(options, runner, /*capture_only=*/true);
-    measurer.load_cache();
     std::vector<Entry> entries;
-    for (const SuiteTask& task : suite.tasks) {
-      std::string source;
-      s = read_file(task.path, &source);
-      if (!s.ok()) return s;
-      entries.push_back({&task, sha256_hex(version + "\ncapture\n" + source)});
-    }
-    s = measurer.measure(entries, nullptr);
+    Status s = load_suite(dir, &suite);
+    if (s.ok()) s = make_entries(suite, options, /*capture_only=*/true, version, &entries);
+    if (s.ok()) s = measurer.measure(entries, nullptr);
     if (!s.ok()) return s;
     for (const Entry& e : entries) {
       const json& record = measurer.record(e.key);
@@ -361,15 +367,10 @@ Status check_suite(const Suite& suite, const SuiteCheckOptions& options, Process
   if (!s.ok()) return s;
 
   std::vector<Entry> entries;
+  s = make_entries(suite, options, /*capture_only=*/false, version, &entries);
+  if (!s.ok()) return s;
   std::map<std::string, const SuiteTask*> by_key;
-  for (const SuiteTask& task : suite.tasks) {
-    std::string source;
-    s = read_file(task.path, &source);
-    if (!s.ok()) return s;
-    entries.push_back(
-        {&task, sha256_hex(version + "\n" + settings_text(options, false) + "\n" + source)});
-    by_key[entries.back().key] = &task;
-  }
+  for (const Entry& e : entries) by_key[e.key] = e.task;
 
   Measurer measurer(options, runner, /*capture_only=*/false);
   measurer.load_cache();
