@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/exit_status.h"
 #include "cli/optimize_command.h"
 #include "cli/tasks_command.h"
 #include "eval/evaluator.h"
@@ -20,19 +21,10 @@ using namespace cuda_agent;
 
 namespace {
 
-constexpr int kExitPass = 0;
-constexpr int kExitFail = 1;   // the candidate failed: compile error, mismatch, violation, ...
-constexpr int kExitError = 2;  // no verdict: bad arguments, a broken task, a missing tool
-
 std::string default_device() {
   std::error_code ec;
   fs::path gpus = "/proc/driver/nvidia/gpus";
   return fs::is_directory(gpus, ec) && !fs::is_empty(gpus, ec) ? "cuda" : "cpu";
-}
-
-int fail(const Status& s) {
-  std::cerr << "cuda-agent: " << s.message() << "\n";
-  return kExitError;
 }
 
 Status open_store(const std::string& path, std::unique_ptr<Store>* store) {

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "cli/exit_status.h"
 #include "eval/evaluator.h"
 #include "sandbox/process_runner.h"
 #include "store/store.h"
@@ -16,15 +17,6 @@ namespace fs = std::filesystem;
 
 namespace cuda_agent {
 namespace {
-
-constexpr int kExitPass = 0;
-constexpr int kExitFail = 1;
-constexpr int kExitError = 2;
-
-int fail(const Status& s) {
-  std::cerr << "cuda-agent: " << s.message() << "\n";
-  return kExitError;
-}
 
 /// A new folder for the episode: DIR/<task id>-synth, -synth-2, ... under the cache.
 fs::path fresh_workspace(const std::string& task_id) {

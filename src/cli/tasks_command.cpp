@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "cli/exit_status.h"
 #include "sandbox/process_runner.h"
 #include "synth/capture.h"
 #include "task/dataset_import.h"
@@ -19,14 +20,7 @@ namespace fs = std::filesystem;
 namespace cuda_agent {
 namespace {
 
-constexpr int kExitPass = 0;
-constexpr int kExitDropped = 1;  // tasks check: some tasks were dropped
-constexpr int kExitError = 2;
-
-int fail(const Status& s) {
-  std::cerr << "cuda-agent: " << s.message() << "\n";
-  return kExitError;
-}
+constexpr int kExitDropped = kExitFail;  // tasks check: some tasks were dropped
 
 std::string ms(const nlohmann::json& m, const char* key) {
   if (!m.contains(key) || !m[key].is_number()) return "-";
