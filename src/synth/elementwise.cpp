@@ -1,195 +1,13 @@
 #include "synth/elementwise.h"
 
-#include <cstdio>
-#include <functional>
 #include <set>
+
+#include "synth/expression.h"
 
 namespace cuda_agent::synth {
 namespace {
 
 using nlohmann::json;
-
-/// A float literal for C++ and CUDA: exact to float precision, with the f suffix.
-std::string literal(double v) {
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%.9g", v);
-  std::string s = buffer;
-  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
-  return s + "f";
-}
-
-/// An op's argument: positional index, else keyword name, else null.
-const json& argument(const Op& op, std::size_t index, const char* name) {
-  static const json kNull;
-  if (op.args.is_array() && index < op.args.size()) return op.args[index];
-  if (op.kwargs.is_object() && op.kwargs.contains(name)) return op.kwargs[name];
-  return kNull;
-}
-
-double number(const json& value, double fallback) {
-  return value.is_number() ? value.get<double>() : fallback;
-}
-
-/// How each op's per-element expression is written, from its operands' expressions.
-struct Writer {
-  const Op& op;
-  std::vector<std::string> operands;  // one per argument position; "" where not a value
-  std::string* problem;
-
-  /// The expression of argument index: a value's variable or a scalar's literal.
-  std::string operand(std::size_t index, const char* name) const {
-    if (index < operands.size() && !operands[index].empty()) return operands[index];
-    const json& value = argument(op, index, name);
-    if (value.is_number()) return literal(value.get<double>());
-    if (value.is_boolean()) return value.get<bool>() ? "1.0f" : "0.0f";
-    *problem =
-        op.target + " argument " + std::to_string(index) + " is neither a tensor nor a number";
-    return "0.0f";
-  }
-  double scalar(std::size_t index, const char* name, double fallback) const {
-    return number(argument(op, index, name), fallback);
-  }
-};
-
-using Rule = std::function<std::string(const Writer&)>;
-
-/// "(left sign alpha * right)" for add, sub and rsub, whose third argument alpha scales `other`.
-std::string scaled_sum(const Writer& w, const std::string& left, const char* sign,
-                       const std::string& right) {
-  double alpha = w.scalar(2, "alpha", 1);
-  return "(" + left + " " + sign + " " + (alpha == 1 ? right : literal(alpha) + " * " + right) +
-         ")";
-}
-
-const std::map<std::string, Rule>& rules() {
-  static const auto* table = new std::map<std::string, Rule>{
-      {"relu", [](const Writer& w) { return "sa_max(" + w.operand(0, "self") + ", 0.0f)"; }},
-      {"relu6",
-       [](const Writer& w) { return "sa_min(sa_max(" + w.operand(0, "self") + ", 0.0f), 6.0f)"; }},
-      {"sigmoid",
-       [](const Writer& w) { return "1.0f / (1.0f + expf(-" + w.operand(0, "self") + "))"; }},
-      {"tanh", [](const Writer& w) { return "tanhf(" + w.operand(0, "self") + ")"; }},
-      {"silu",
-       [](const Writer& w) {
-         std::string a = w.operand(0, "self");
-         return a + " / (1.0f + expf(-" + a + "))";
-       }},
-      {"gelu",
-       [](const Writer& w) {
-         std::string a = w.operand(0, "self");
-         const json& approximate = argument(w.op, 1, "approximate");
-         if (approximate.is_string() && approximate.get<std::string>() == "tanh") {
-           return "0.5f * " + a + " * (1.0f + tanhf(0.7978845608f * (" + a + " + 0.044715f * " + a +
-                  " * " + a + " * " + a + ")))";
-         }
-         return "0.5f * " + a + " * (1.0f + erff(" + a + " * 0.70710678118f))";
-       }},
-      {"hardswish",
-       [](const Writer& w) {
-         std::string a = w.operand(0, "self");
-         return a + " * sa_min(sa_max(" + a + " + 3.0f, 0.0f), 6.0f) / 6.0f";
-       }},
-      {"hardsigmoid",
-       [](const Writer& w) {
-         return "sa_min(sa_max(" + w.operand(0, "self") + " + 3.0f, 0.0f), 6.0f) / 6.0f";
-       }},
-      {"leaky_relu",
-       [](const Writer& w) {
-         std::string a = w.operand(0, "self");
-         return "(" + a + " > 0.0f ? " + a + " : " + a + " * " +
-                literal(w.scalar(1, "negative_slope", 0.01)) + ")";
-       }},
-      {"elu",
-       [](const Writer& w) {
-         std::string a = w.operand(0, "self");
-         std::string alpha = literal(w.scalar(1, "alpha", 1)),
-                     scale = literal(w.scalar(2, "scale", 1));
-         std::string input_scale = literal(w.scalar(3, "input_scale", 1));
-         return "(" + a + " > 0.0f ? " + scale + " * " + a + " : " + scale + " * " + alpha +
-                " * (expf(" + a + " * " + input_scale + ") - 1.0f))";
-       }},
-      {"softplus",
-       [](const Writer& w) {
-         std::string a = w.operand(0, "self");
-         std::string beta = literal(w.scalar(1, "beta", 1));
-         std::string threshold = literal(w.scalar(2, "threshold", 20));
-         return "(" + a + " * " + beta + " > " + threshold + " ? " + a + " : log1pf(expf(" + a +
-                " * " + beta + ")) / " + beta + ")";
-       }},
-      {"abs", [](const Writer& w) { return "fabsf(" + w.operand(0, "self") + ")"; }},
-      {"neg", [](const Writer& w) { return "-(" + w.operand(0, "self") + ")"; }},
-      {"exp", [](const Writer& w) { return "expf(" + w.operand(0, "self") + ")"; }},
-      {"log", [](const Writer& w) { return "logf(" + w.operand(0, "self") + ")"; }},
-      {"log1p", [](const Writer& w) { return "log1pf(" + w.operand(0, "self") + ")"; }},
-      {"sqrt", [](const Writer& w) { return "sqrtf(" + w.operand(0, "self") + ")"; }},
-      {"rsqrt", [](const Writer& w) { return "1.0f / sqrtf(" + w.operand(0, "self") + ")"; }},
-      {"reciprocal", [](const Writer& w) { return "1.0f / " + w.operand(0, "self"); }},
-      {"sin", [](const Writer& w) { return "sinf(" + w.operand(0, "self") + ")"; }},
-      {"cos", [](const Writer& w) { return "cosf(" + w.operand(0, "self") + ")"; }},
-      {"erf", [](const Writer& w) { return "erff(" + w.operand(0, "self") + ")"; }},
-      {"square",
-       [](const Writer& w) {
-         std::string a = w.operand(0, "self");
-         return a + " * " + a;
-       }},
-      {"pow",
-       [](const Writer& w) {
-         std::string a = w.operand(0, "self");
-         if (w.operands.size() > 1 && !w.operands[1].empty())
-           return "powf(" + a + ", " + w.operands[1] + ")";
-         double e = w.scalar(1, "exponent", 1);
-         if (e == 2) return a + " * " + a;
-         return "powf(" + a + ", " + literal(e) + ")";
-       }},
-      {"clamp",
-       [](const Writer& w) {
-         std::string e = w.operand(0, "self");
-         if (argument(w.op, 1, "min").is_number())
-           e = "sa_max(" + e + ", " + w.operand(1, "min") + ")";
-         if (argument(w.op, 2, "max").is_number())
-           e = "sa_min(" + e + ", " + w.operand(2, "max") + ")";
-         return e;
-       }},
-      {"clamp_min",
-       [](const Writer& w) {
-         return "sa_max(" + w.operand(0, "self") + ", " + w.operand(1, "min") + ")";
-       }},
-      {"clamp_max",
-       [](const Writer& w) {
-         return "sa_min(" + w.operand(0, "self") + ", " + w.operand(1, "max") + ")";
-       }},
-      {"hardtanh",
-       [](const Writer& w) {
-         return "sa_min(sa_max(" + w.operand(0, "self") + ", " +
-                literal(w.scalar(1, "min_val", -1)) + "), " + literal(w.scalar(2, "max_val", 1)) +
-                ")";
-       }},
-      {"add",
-       [](const Writer& w) {
-         return scaled_sum(w, w.operand(0, "self"), "+", w.operand(1, "other"));
-       }},
-      {"sub",
-       [](const Writer& w) {
-         return scaled_sum(w, w.operand(0, "self"), "-", w.operand(1, "other"));
-       }},
-      {"rsub",
-       [](const Writer& w) {
-         return scaled_sum(w, w.operand(1, "other"), "-", w.operand(0, "self"));
-       }},
-      {"mul",
-       [](const Writer& w) {
-         return "(" + w.operand(0, "self") + " * " + w.operand(1, "other") + ")";
-       }},
-      {"div",
-       [](const Writer& w) {
-         if (!argument(w.op, 2, "rounding_mode").is_null()) {
-           *w.problem = w.op.target + " with a rounding mode";
-         }
-         return "(" + w.operand(0, "self") + " / " + w.operand(1, "other") + ")";
-       }},
-  };
-  return *table;
-}
 
 /// (inner, count) indexing is possible when the input's sizes that are not 1, right-aligned to
 /// the output's, form one run equal to the output's sizes there.
@@ -226,8 +44,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
   std::map<int, std::string> variable;  // value -> its expression in the kernel body
   for (const Op& op : graph.ops) {
     const Value& v = graph.values[op.value];
-    auto rule = rules().find(op.name);
-    if (rule == rules().end()) {
+    if (!is_elementwise_op(op.name)) {
       problems.push_back(op.target + " is not an elementwise op the fused kernel writes");
       continue;
     }
@@ -237,9 +54,8 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
                          ", not one float32 tensor");
       continue;
     }
-    Writer w{op, {}, nullptr};
+    std::vector<std::string> operands;
     std::string problem;
-    w.problem = &problem;
     // Operands by argument position: a value's variable, or "" for a scalar.
     for (std::size_t i = 0; op.args.is_array() && i < op.args.size(); ++i) {
       const json& a = op.args[i];
@@ -262,10 +78,10 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
         }
         expression = variable[index];
       }
-      w.operands.push_back(expression);
+      operands.push_back(expression);
     }
     std::string name = "v" + std::to_string(p.lines.size());
-    p.lines.push_back("const float " + name + " = " + rule->second(w) + ";");
+    p.lines.push_back("const float " + name + " = " + elementwise_expression(op, operands, &problem) + ";");
     if (!problem.empty()) problems.push_back(problem);
     variable[op.value] = name;
     p.ops.push_back(op.name);
@@ -371,9 +187,7 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
   std::string source = "// Generated by cuda-agent's synthesizer: " + ops +
                        ", fused: each input read once, the output written once.\n"
                        "#include <math.h>\n#include <stdint.h>\n";
-  const char* helpers =
-      "SA_FN float sa_max(float a, float b) { return a != a ? a : (a > b ? a : b); }\n"
-      "SA_FN float sa_min(float a, float b) { return a != a ? a : (a < b ? a : b); }\n\n";
+  const std::string helpers = std::string(kExpressionHelpers) + "\n";
   if (cuda) {
     source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
     source += helpers;

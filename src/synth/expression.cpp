@@ -1,0 +1,212 @@
+#include "synth/expression.h"
+
+#include <cstdio>
+#include <functional>
+#include <map>
+
+namespace cuda_agent::synth {
+
+using nlohmann::json;
+
+std::string literal(double v) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "%.9g", v);
+  std::string s = buffer;
+  if (s.find_first_of(".eni") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+const json& argument(const Op& op, std::size_t index, const char* name) {
+  static const json kNull;
+  if (op.args.is_array() && index < op.args.size()) return op.args[index];
+  if (op.kwargs.is_object() && op.kwargs.contains(name)) return op.kwargs[name];
+  return kNull;
+}
+
+namespace {
+
+double number(const json& value, double fallback) {
+  return value.is_number() ? value.get<double>() : fallback;
+}
+
+/// How each op's per-element expression is written, from its operands' expressions.
+struct Writer {
+  const Op& op;
+  std::vector<std::string> operands;  // one per argument position; "" where not a value
+  std::string* problem;
+
+  /// The expression of argument index: a value's variable or a scalar's literal.
+  std::string operand(std::size_t index, const char* name) const {
+    if (index < operands.size() && !operands[index].empty()) return operands[index];
+    const json& value = argument(op, index, name);
+    if (value.is_number()) return literal(value.get<double>());
+    if (value.is_boolean()) return value.get<bool>() ? "1.0f" : "0.0f";
+    *problem =
+        op.target + " argument " + std::to_string(index) + " is neither a tensor nor a number";
+    return "0.0f";
+  }
+  double scalar(std::size_t index, const char* name, double fallback) const {
+    return number(argument(op, index, name), fallback);
+  }
+};
+
+using Rule = std::function<std::string(const Writer&)>;
+
+/// "(left sign alpha * right)" for add, sub and rsub, whose third argument alpha scales `other`.
+std::string scaled_sum(const Writer& w, const std::string& left, const char* sign,
+                       const std::string& right) {
+  double alpha = w.scalar(2, "alpha", 1);
+  return "(" + left + " " + sign + " " + (alpha == 1 ? right : literal(alpha) + " * " + right) +
+         ")";
+}
+
+const std::map<std::string, Rule>& rules() {
+  static const auto* table = new std::map<std::string, Rule>{
+      {"relu", [](const Writer& w) { return "sa_max(" + w.operand(0, "self") + ", 0.0f)"; }},
+      {"relu6",
+       [](const Writer& w) { return "sa_min(sa_max(" + w.operand(0, "self") + ", 0.0f), 6.0f)"; }},
+      {"sigmoid",
+       [](const Writer& w) { return "1.0f / (1.0f + expf(-" + w.operand(0, "self") + "))"; }},
+      {"tanh", [](const Writer& w) { return "tanhf(" + w.operand(0, "self") + ")"; }},
+      {"silu",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         return a + " / (1.0f + expf(-" + a + "))";
+       }},
+      {"gelu",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         const json& approximate = argument(w.op, 1, "approximate");
+         if (approximate.is_string() && approximate.get<std::string>() == "tanh") {
+           return "0.5f * " + a + " * (1.0f + tanhf(0.7978845608f * (" + a + " + 0.044715f * " + a +
+                  " * " + a + " * " + a + ")))";
+         }
+         return "0.5f * " + a + " * (1.0f + erff(" + a + " * 0.70710678118f))";
+       }},
+      {"hardswish",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         return a + " * sa_min(sa_max(" + a + " + 3.0f, 0.0f), 6.0f) / 6.0f";
+       }},
+      {"hardsigmoid",
+       [](const Writer& w) {
+         return "sa_min(sa_max(" + w.operand(0, "self") + " + 3.0f, 0.0f), 6.0f) / 6.0f";
+       }},
+      {"leaky_relu",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         return "(" + a + " > 0.0f ? " + a + " : " + a + " * " +
+                literal(w.scalar(1, "negative_slope", 0.01)) + ")";
+       }},
+      {"elu",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         std::string alpha = literal(w.scalar(1, "alpha", 1)),
+                     scale = literal(w.scalar(2, "scale", 1));
+         std::string input_scale = literal(w.scalar(3, "input_scale", 1));
+         return "(" + a + " > 0.0f ? " + scale + " * " + a + " : " + scale + " * " + alpha +
+                " * (expf(" + a + " * " + input_scale + ") - 1.0f))";
+       }},
+      {"softplus",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         std::string beta = literal(w.scalar(1, "beta", 1));
+         std::string threshold = literal(w.scalar(2, "threshold", 20));
+         return "(" + a + " * " + beta + " > " + threshold + " ? " + a + " : log1pf(expf(" + a +
+                " * " + beta + ")) / " + beta + ")";
+       }},
+      {"abs", [](const Writer& w) { return "fabsf(" + w.operand(0, "self") + ")"; }},
+      {"neg", [](const Writer& w) { return "-(" + w.operand(0, "self") + ")"; }},
+      {"exp", [](const Writer& w) { return "expf(" + w.operand(0, "self") + ")"; }},
+      {"log", [](const Writer& w) { return "logf(" + w.operand(0, "self") + ")"; }},
+      {"log1p", [](const Writer& w) { return "log1pf(" + w.operand(0, "self") + ")"; }},
+      {"sqrt", [](const Writer& w) { return "sqrtf(" + w.operand(0, "self") + ")"; }},
+      {"rsqrt", [](const Writer& w) { return "1.0f / sqrtf(" + w.operand(0, "self") + ")"; }},
+      {"reciprocal", [](const Writer& w) { return "1.0f / " + w.operand(0, "self"); }},
+      {"sin", [](const Writer& w) { return "sinf(" + w.operand(0, "self") + ")"; }},
+      {"cos", [](const Writer& w) { return "cosf(" + w.operand(0, "self") + ")"; }},
+      {"erf", [](const Writer& w) { return "erff(" + w.operand(0, "self") + ")"; }},
+      {"square",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         return a + " * " + a;
+       }},
+      {"pow",
+       [](const Writer& w) {
+         std::string a = w.operand(0, "self");
+         if (w.operands.size() > 1 && !w.operands[1].empty())
+           return "powf(" + a + ", " + w.operands[1] + ")";
+         double e = w.scalar(1, "exponent", 1);
+         if (e == 2) return a + " * " + a;
+         return "powf(" + a + ", " + literal(e) + ")";
+       }},
+      {"clamp",
+       [](const Writer& w) {
+         std::string e = w.operand(0, "self");
+         if (argument(w.op, 1, "min").is_number())
+           e = "sa_max(" + e + ", " + w.operand(1, "min") + ")";
+         if (argument(w.op, 2, "max").is_number())
+           e = "sa_min(" + e + ", " + w.operand(2, "max") + ")";
+         return e;
+       }},
+      {"clamp_min",
+       [](const Writer& w) {
+         return "sa_max(" + w.operand(0, "self") + ", " + w.operand(1, "min") + ")";
+       }},
+      {"clamp_max",
+       [](const Writer& w) {
+         return "sa_min(" + w.operand(0, "self") + ", " + w.operand(1, "max") + ")";
+       }},
+      {"hardtanh",
+       [](const Writer& w) {
+         return "sa_min(sa_max(" + w.operand(0, "self") + ", " +
+                literal(w.scalar(1, "min_val", -1)) + "), " + literal(w.scalar(2, "max_val", 1)) +
+                ")";
+       }},
+      {"add",
+       [](const Writer& w) {
+         return scaled_sum(w, w.operand(0, "self"), "+", w.operand(1, "other"));
+       }},
+      {"sub",
+       [](const Writer& w) {
+         return scaled_sum(w, w.operand(0, "self"), "-", w.operand(1, "other"));
+       }},
+      {"rsub",
+       [](const Writer& w) {
+         return scaled_sum(w, w.operand(1, "other"), "-", w.operand(0, "self"));
+       }},
+      {"mul",
+       [](const Writer& w) {
+         return "(" + w.operand(0, "self") + " * " + w.operand(1, "other") + ")";
+       }},
+      {"div",
+       [](const Writer& w) {
+         if (!argument(w.op, 2, "rounding_mode").is_null()) {
+           *w.problem = w.op.target + " with a rounding mode";
+         }
+         return "(" + w.operand(0, "self") + " / " + w.operand(1, "other") + ")";
+       }},
+  };
+  return *table;
+}
+
+}  // namespace
+
+const char* const kExpressionHelpers =
+    "SA_FN float sa_max(float a, float b) { return a != a ? a : (a > b ? a : b); }\n"
+    "SA_FN float sa_min(float a, float b) { return a != a ? a : (a < b ? a : b); }\n";
+
+bool is_elementwise_op(const std::string& base_name) { return rules().count(base_name) > 0; }
+
+std::string elementwise_expression(const Op& op, const std::vector<std::string>& operands,
+                                   std::string* problem) {
+  auto rule = rules().find(op.name);
+  if (rule == rules().end()) {
+    *problem = op.target + " is not an elementwise op the fused kernels write";
+    return "0.0f";
+  }
+  Writer w{op, operands, problem};
+  return rule->second(w);
+}
+
+}  // namespace cuda_agent::synth
