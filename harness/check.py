@@ -118,26 +118,12 @@ def compare_sets(expected: list[list], got: list[list], atol: float, rtol: float
             "mismatch": mismatch}
 
 
-def _identical(original: Any, after: Any) -> bool:
-    if type(after) is not type(original):
-        return False
-    if not isinstance(original, torch.Tensor):
-        return bool(after == original)
-    if after.shape != original.shape or after.dtype != original.dtype:
-        return False
-    if original.is_floating_point() or original.is_complex():
-        nan = original.isnan()
-        if not torch.equal(nan, after.isnan()):
-            return False
-        return torch.equal(original.masked_fill(nan, 0), after.masked_fill(nan, 0))
-    return torch.equal(original, after)
-
-
 def find_modified_input(original: list[list], after: list[list]) -> dict | None:
     """The first input (set, index) whose value after the candidate's call differs at all."""
     for k, (before, now) in enumerate(zip(original, after)):
         for j, (value, value_after) in enumerate(zip(before, now)):
-            if not _identical(value, value_after):
+            # None: the candidate's process found this input unchanged (run_candidate.py).
+            if value_after is not None and not common.identical(value, value_after):
                 return {"set": k, "input": j}
     return None
 

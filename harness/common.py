@@ -378,13 +378,31 @@ def check_output_types(outputs: list) -> None:
 
 
 def load_bundle(path: str) -> Any:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    # Memory-mapped: a full-size task's input sets are gigabytes each, and the pages a set
+    # occupies are the file's, read when the set is used, not a private copy of all of them.
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
 
 
 def save_bundle(value: Any, path: str) -> None:
     tmp = f"{path}.tmp"
     torch.save(value, tmp)
     os.replace(tmp, path)
+
+
+def identical(original: Any, after: Any) -> bool:
+    """Whether after holds exactly original's value (NaN equal to NaN at the same place)."""
+    if type(after) is not type(original):
+        return False
+    if not isinstance(original, torch.Tensor):
+        return bool(after == original)
+    if after.shape != original.shape or after.dtype != original.dtype:
+        return False
+    if original.is_floating_point() or original.is_complex():
+        nan = original.isnan()
+        if not torch.equal(nan, after.isnan()):
+            return False
+        return torch.equal(original.masked_fill(nan, 0), after.masked_fill(nan, 0))
+    return torch.equal(original, after)
 
 
 def to_device(values: list, device: str) -> list:

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -28,9 +29,23 @@ std::atomic<bool> g_interrupt{false};
 
 void on_interrupt(int) { g_interrupt.store(true); }
 
+/// A process's own resident memory in KiB: anonymous and shared-memory pages (RssAnon +
+/// RssShmem in /proc/PID/status). Pages mapped from files (a library's code, a memory-mapped
+/// bundle of input sets) are the page cache's and are not counted.
+long long own_resident_kb(const std::string& pid) {
+  std::ifstream status("/proc/" + pid + "/status");
+  long long total_kb = 0;
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("RssAnon:", 0) == 0 || line.rfind("RssShmem:", 0) == 0) {
+      total_kb += std::atoll(line.c_str() + line.find(':') + 1);
+    }
+  }
+  return total_kb;
+}
+
 /// Resident memory of every process in the group, in MiB, read from /proc.
 long long group_rss_mb(pid_t pgid) {
-  static const long page_kb = sysconf(_SC_PAGESIZE) / 1024;
   long long total_kb = 0;
   DIR* proc = opendir("/proc");
   if (!proc) return 0;
@@ -47,9 +62,7 @@ long long group_rss_mb(pid_t pgid) {
     long long ppid = 0, pgrp = 0;
     fields >> state >> ppid >> pgrp;
     if (pgrp != pgid) continue;
-    std::ifstream statm(std::string("/proc/") + entry->d_name + "/statm");
-    long long size = 0, resident = 0;
-    if (statm >> size >> resident) total_kb += resident * page_kb;
+    total_kb += own_resident_kb(entry->d_name);
   }
   closedir(proc);
   return total_kb / 1024;

@@ -2,8 +2,8 @@
 /// (compiler, candidate, reference, profiler) runs through this interface, so the limits hold
 /// everywhere and tests can substitute a fake.
 ///
-/// Limits: wall time (the whole process group is killed at the deadline), resident memory (summed
-/// over the process group, sampled), no network (a fresh network namespace where the kernel allows
+/// Limits: wall time (the whole process group is killed at the deadline), resident memory (a
+/// process's own pages, not those mapped from files, summed over the group, sampled), no network (a fresh network namespace where the kernel allows
 /// one), read-only paths (a private mount namespace in which each is a read-only bind mount of
 /// itself, locked by a user namespace), no core dumps. stdout and stderr go to files, so a chatty
 /// child cannot block on a pipe.
