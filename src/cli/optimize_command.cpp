@@ -8,6 +8,7 @@
 #include "store/store.h"
 #include "synth/capture.h"
 #include "synth/elementwise.h"
+#include "synth/row_plan.h"
 #include "task/task.h"
 #include "util/files.h"
 #include "util/paths.h"
@@ -58,6 +59,9 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
       ->capture_default_str();
   a.command->add_option("--workspace", a.workspace,
                         "the episode's folder (default ~/.cache/cuda-agent/episodes/TASK-synth)");
+  a.command->add_option("--stage", a.eval.stage, "stop after: compile, verify, or run all (profile)")
+      ->check(CLI::IsMember({"compile", "verify", "profile", "all"}))
+      ->capture_default_str();
   a.command->add_flag("--json", a.as_json, "print the evaluation record as JSON");
 }
 
@@ -88,12 +92,19 @@ int OptimizeCommand::run(const std::string& store_path) {
   if (Status s = synth::capture_graph(task.path, capture, &runner, &graph); !s.ok()) {
     return fail(s);
   }
+  // The plans in order, the first that takes the whole graph writes the candidate.
   std::map<std::string, std::string> files;
-  if (Status s = synth::synthesize_elementwise(graph, a.eval.device, &files); !s.ok()) {
-    return fail(
-        Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " + s.message()));
+  Status elementwise = synth::synthesize_elementwise(graph, a.eval.device, &files);
+  if (!elementwise.ok()) {
+    files.clear();
+    Status rows = synth::synthesize_rows(graph, a.eval.device, &files);
+    if (!rows.ok()) {
+      return fail(Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " +
+                                          elementwise.message() + "\n" + rows.message()));
+    }
   }
-  say("synthesize: one fused kernel for " + std::to_string(graph.ops.size()) + " ops");
+  say(std::string("synthesize: one fused ") + (elementwise.ok() ? "elementwise" : "row") +
+      " kernel for " + std::to_string(graph.ops.size()) + " ops");
 
   fs::path dir = a.workspace.empty() ? fresh_workspace(task.id) : fs::path(a.workspace);
   InitOptions init{a.eval.device, harness_dir() / "workspace", self_executable()};

@@ -1,5 +1,7 @@
 #include "eval/evaluator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +16,12 @@
 #include "workspace/workspace.h"
 
 namespace cuda_agent {
+
+long long default_memory_limit_mb() {
+  const long long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const long long physical_mb = pages > 0 && page > 0 ? pages / 1024 * page / 1024 : 0;
+  return std::max(32768LL, physical_mb * 6 / 10);
+}
 
 namespace fs = std::filesystem;
 

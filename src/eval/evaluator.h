@@ -21,6 +21,9 @@
 
 namespace cuda_agent {
 
+/// The resident-memory limit per harness process when none is given.
+long long default_memory_limit_mb();
+
 struct EvalOptions {
   std::string device = "cpu";
   std::string stage = "all";  // "compile", "verify", "profile" (same as all) or "all"
@@ -36,7 +39,9 @@ struct EvalOptions {
   double verify_timeout_s = 300;
   double profile_timeout_s = 600;
   double trusted_timeout_s = 900;  // prepare, check and baselines (torch.compile is slow)
-  long long memory_limit_mb = 32768;
+  // A full-size task's input sets are gigabytes each: the larger of 32 GiB and 60% of the
+  // machine's memory (each harness process runs alone).
+  long long memory_limit_mb = default_memory_limit_mb();
   bool use_baseline_cache = true;
   std::string recipe = "discrete";
   bool enforce_source_rules = true;  // false: source rule findings are only warnings

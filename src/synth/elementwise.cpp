@@ -1,8 +1,7 @@
 #include "synth/elementwise.h"
 
-#include <set>
-
 #include "synth/expression.h"
+#include "synth/model_source.h"
 
 namespace cuda_agent::synth {
 namespace {
@@ -289,44 +288,14 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
        "    return total, 1, [(inner, count, 0) for inner, count in spans]  # one element a "
        "row\n\n\n";
 
-  // Parameters and buffers of the task's Model, by their attribute paths: the reference's
-  // weights load into them.
-  std::string init, forward_args;
-  std::set<std::string> modules;
-  for (const Value& v : graph.values) {
-    if (v.kind != "parameter" && v.kind != "buffer") continue;
-    std::string path = v.target, owner = "self";
-    for (std::size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.')) {
-      std::string part = path.substr(0, dot);
-      std::string child = owner + "." + part;
-      if (modules.insert(child).second) init += "        " + child + " = nn.Module()\n";
-      owner = child;
-      path = path.substr(dot + 1);
-    }
-    std::string shape;
-    for (auto d : v.results[0].shape) shape += std::to_string(d) + ", ";
-    std::string dtype = "torch." + v.results[0].dtype;
-    std::string tensor = "torch.empty((" + shape + "), dtype=" + dtype + ")";
-    if (v.kind == "parameter") {
-      init += "        " + owner + "." + path + " = nn.Parameter(" + tensor + ")\n";
-    } else {
-      init += "        " + owner + ".register_buffer(\"" + path + "\", " + tensor + ")\n";
-    }
-  }
-  std::vector<std::string> user_inputs;
-  for (const Value& v : graph.values) {
-    if (v.kind == "input") user_inputs.push_back(v.name);
-  }
-  auto expression_of = [&](const Value& v) {
-    return v.kind == "input" ? v.name : "self." + v.target;
-  };
+  std::string init = module_state_source(graph);
+  std::string signature = forward_parameters(graph);
+  auto expression_of = value_expression;
   std::string tensors, shapes;
   for (int index : plan.inputs) {
     tensors += expression_of(graph.values[index]) + ", ";
     shapes += expression_of(graph.values[index]) + ".shape, ";
   }
-  std::string signature;
-  for (const auto& name : user_inputs) signature += ", " + name;
   s += "class ModelNew(nn.Module):\n"
        "    def __init__(self, *init_inputs):\n"
        "        super().__init__()\n" +

@@ -1,0 +1,23 @@
+/// The parts of a generated model_new.py that every plan shares: ModelNew holds parameters and
+/// buffers of the same names and shapes as the task's Model (so the reference's weights load
+/// into it), forward takes the task's inputs by their names, and each graph value the kernel
+/// reads is named by the Python expression that holds it.
+#pragma once
+
+#include <string>
+
+#include "synth/graph.h"
+
+namespace cuda_agent::synth {
+
+/// The lines of ModelNew.__init__ after super().__init__(), indented 8 spaces: submodules,
+/// nn.Parameter and register_buffer calls at each parameter's and buffer's attribute path.
+std::string module_state_source(const Graph& graph);
+
+/// ", x, y": the task's inputs, in order, for forward's signature.
+std::string forward_parameters(const Graph& graph);
+
+/// The Python expression of an input, parameter or buffer value: "x" or "self.linear.weight".
+std::string value_expression(const Value& value);
+
+}  // namespace cuda_agent::synth

@@ -1,0 +1,1005 @@
+#include "synth/row_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "synth/expression.h"
+#include "synth/model_source.h"
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+/// What the plan knows of a value it has made or read.
+struct Info {
+  std::string variable;
+  bool per_element = false;
+  int level = 0;
+  std::vector<int> dims;  // the dim of F each of its dims lands on
+  bool keepdim = true;    // a per-row value: the reduced dims are still there, as size 1
+  bool index = false;     // int64 indices
+  // For a value that is a tuple (max.dim): the infos of its elements.
+  std::vector<Info> elements;
+};
+
+std::string join(const std::vector<std::string>& parts, const char* separator) {
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : separator) + p;
+  return s;
+}
+
+class Planner {
+ public:
+  explicit Planner(const Graph& graph) : graph_(graph) {}
+
+  Status plan(RowPlan* out) {
+    const Op* anchor = nullptr;
+    for (const Op& op : graph_.ops) {
+      if (op.op_class == OpClass::kReduction || op.op_class == OpClass::kSoftmax ||
+          op.op_class == OpClass::kNormalization) {
+        anchor = &op;
+        break;
+      }
+    }
+    if (!anchor) return Status::InvalidArgument("no row plan: the graph reduces nothing");
+    if (!set_iteration_space(*anchor)) return failure();
+    for (const Op& op : graph_.ops) {
+      if (!plan_op(op)) break;
+    }
+    if (problems_.empty()) plan_outputs();
+    if (!problems_.empty()) return failure();
+    for (const auto& a : p_.accumulators) p_.passes = std::max(p_.passes, a.pass);
+    *out = std::move(p_);
+    return Status::OK();
+  }
+
+ private:
+  Status failure() const {
+    return Status::InvalidArgument("no fused row kernel for this graph:\n  " +
+                                   join(problems_, "\n  "));
+  }
+  bool refuse(const std::string& problem) {
+    problems_.push_back(problem);
+    return false;
+  }
+
+  const TensorType* tensor_of(int value) const {
+    const Value& v = graph_.values[value];
+    return v.results.size() == 1 ? &v.results[0] : nullptr;
+  }
+
+  /// The value an argument names, or -1.
+  int ref(const json& argument) const {
+    if (argument.is_object() && argument.contains("ref")) {
+      return graph_.find(argument["ref"].get<std::string>());
+    }
+    return -1;
+  }
+
+  /// D from a list of dims (or one dim, or null: all) of a rank-`rank` tensor; false when they
+  /// are not one run of consecutive dims.
+  static bool reduced_dims(const json& dims, int rank, int* first, int* last) {
+    std::vector<int> d;
+    if (dims.is_number_integer()) d.push_back(dims.get<int>());
+    if (dims.is_array()) {
+      for (const auto& x : dims) d.push_back(x.get<int>());
+    }
+    if (d.empty()) {
+      for (int k = 0; k < rank; ++k) d.push_back(k);
+    }
+    for (int& k : d) k = k < 0 ? k + rank : k;
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+    if (d.front() < 0 || d.back() >= rank) return false;
+    if (d.back() - d.front() + 1 != static_cast<int>(d.size())) return false;
+    *first = d.front();
+    *last = d.back();
+    return true;
+  }
+
+  /// The dims argument of a reduction op, by its schema.
+  static json dims_argument(const Op& op) {
+    const std::string& n = op.name;
+    if (n == "softmax" || n == "log_softmax" || n == "_softmax" || n == "_log_softmax" ||
+        n == "max" || n == "min" || n == "logsumexp" || n == "sum" || n == "mean" ||
+        n == "amax" || n == "amin" || n == "argmax" || n == "argmin" || n == "var" ||
+        n == "std") {
+      if (op.target == "aten.sum.default" || op.target == "aten.mean.default") return nullptr;
+      return argument(op, 1, "dim");
+    }
+    if (n == "linalg_vector_norm") return argument(op, 2, "dim");
+    return nullptr;
+  }
+
+  bool set_iteration_space(const Op& anchor) {
+    int x = anchor.inputs.empty() ? -1 : anchor.inputs[0];
+    const TensorType* t = x >= 0 ? tensor_of(x) : nullptr;
+    if (!t) return refuse(anchor.target + " reads no single tensor");
+    f_ = t->shape;
+    p_.rank = static_cast<int>(f_.size());
+    if (p_.rank == 0) return refuse(anchor.target + " reduces a scalar");
+    int first = 0, last = 0;
+    bool ok;
+    if (anchor.name == "layer_norm" || anchor.name == "rms_norm") {
+      const json& shape = argument(anchor, 1, "normalized_shape");
+      int n = shape.is_array() ? static_cast<int>(shape.size()) : 0;
+      ok = n >= 1 && n <= p_.rank;
+      first = p_.rank - n;
+      last = p_.rank - 1;
+    } else {
+      ok = anchor.op_class != OpClass::kNormalization &&
+           reduced_dims(dims_argument(anchor), p_.rank, &first, &last);
+    }
+    if (!ok) return refuse(anchor.target + " does not reduce one run of consecutive dims");
+    p_.first_reduced = first;
+    p_.last_reduced = last;
+    return true;
+  }
+
+  bool reduces_d(const Op& op, const json& dims) {
+    int first = 0, last = 0;
+    if (!reduced_dims(dims, p_.rank, &first, &last) || first != p_.first_reduced ||
+        last != p_.last_reduced) {
+      return refuse(op.target + " reduces other dims than the plan's rows, " +
+                    std::to_string(p_.first_reduced) + ".." + std::to_string(p_.last_reduced));
+    }
+    return true;
+  }
+
+  bool in_d(int f) const { return f >= p_.first_reduced && f <= p_.last_reduced; }
+
+  std::vector<int> identity() const {
+    std::vector<int> d(p_.rank);
+    for (int k = 0; k < p_.rank; ++k) d[k] = k;
+    return d;
+  }
+  std::vector<int> without_d() const {
+    std::vector<int> d;
+    for (int k = 0; k < p_.rank; ++k) {
+      if (!in_d(k)) d.push_back(k);
+    }
+    return d;
+  }
+
+  /// The variable of an input, parameter or buffer read with its dims landing on `dims`.
+  bool read_input(int value, const std::vector<int>& dims, Info* info) {
+    const Value& v = graph_.values[value];
+    const TensorType* t = tensor_of(value);
+    if (!t || t->dtype != "float32") return refuse("input " + v.name + " is not one float32 tensor");
+    bool per_element = false;
+    for (std::size_t j = 0; j < dims.size(); ++j) {
+      if (t->shape[j] == 1) continue;
+      if (t->shape[j] != f_[dims[j]]) {
+        return refuse("input " + v.name + " does not broadcast to the rows' shape");
+      }
+      per_element = per_element || in_d(dims[j]);
+    }
+    for (std::size_t k = 0; k < p_.inputs.size(); ++k) {
+      if (p_.inputs[k].value != value) continue;
+      if (p_.inputs[k].dims != dims) {
+        return refuse("input " + v.name + " is broadcast in two ways");
+      }
+      *info = known_[value];
+      return true;
+    }
+    Info in;
+    in.variable = "in" + std::to_string(p_.inputs.size());
+    in.per_element = per_element;
+    in.dims = dims;
+    p_.inputs.push_back({value, dims, per_element});
+    known_[value] = in;
+    *info = in;
+    return true;
+  }
+
+  std::string fresh() { return "v" + std::to_string(next_++); }
+
+  /// A line computing expression, as a new variable.
+  std::string emit(bool per_element, int level, const std::string& expression,
+                   const char* type = "float") {
+    std::string name = fresh();
+    p_.lines.push_back({per_element, level,
+                        "const " + std::string(type) + " " + name + " = " + expression + ";"});
+    return name;
+  }
+
+  std::string accumulate(const std::string& kind, const std::string& operand, int pass) {
+    std::string name = "a" + std::to_string(p_.accumulators.size());
+    p_.accumulators.push_back({name, kind, operand, pass});
+    return name;
+  }
+
+  /// The operand's info for a reduction-like op: one per-element value of F's full rank.
+  bool full_operand(const Op& op, Info* x) {
+    int value = op.inputs.empty() ? -1 : op.inputs[0];
+    if (value < 0) return refuse(op.target + " reads no tensor");
+    if (!operand_info(value, identity(), x)) return false;
+    if (!x->per_element || x->dims != identity()) {
+      return refuse(op.target + " reads a value that does not run along the rows");
+    }
+    return true;
+  }
+
+  /// The info of a value an op reads, reading an input with the given dims.
+  bool operand_info(int value, const std::vector<int>& dims, Info* info) {
+    auto it = known_.find(value);
+    if (it != known_.end()) {
+      *info = it->second;
+      return true;
+    }
+    if (graph_.values[value].kind == "op") {
+      return refuse(graph_.values[value].name + " is read before the plan has made it");
+    }
+    return read_input(value, dims, info);
+  }
+
+  /// A per-row result: keepdim from the op's arguments.
+  Info row_result(const std::string& variable, int level, bool keepdim, bool index = false) {
+    Info r;
+    r.variable = variable;
+    r.level = level;
+    r.keepdim = keepdim;
+    r.dims = keepdim ? identity() : without_d();
+    r.index = index;
+    return r;
+  }
+
+  bool plan_op(const Op& op) {
+    const Value& made = graph_.values[op.value];
+    if (is_elementwise_op(op.name)) return plan_elementwise(op, made);
+    switch (op.op_class) {
+      case OpClass::kReduction:
+        return plan_reduction(op);
+      case OpClass::kSoftmax:
+        return plan_softmax(op);
+      case OpClass::kNormalization:
+        return plan_normalization(op);
+      case OpClass::kLayout:
+        return plan_layout(op);
+      default:
+        return refuse(op.target + " is not an op the row kernel fuses");
+    }
+  }
+
+  bool plan_elementwise(const Op& op, const Value& made) {
+    const TensorType* t = tensor_of(op.value);
+    if (!t || t->dtype != "float32") {
+      return refuse(op.target + " does not make one float32 tensor");
+    }
+    const int r = static_cast<int>(t->shape.size());
+    // The dims the result lands on: those of a made operand of the same rank, else F's last r.
+    std::vector<int> dims;
+    for (int value : op.inputs) {
+      auto it = known_.find(value);
+      if (it != known_.end() && static_cast<int>(it->second.dims.size()) == r) {
+        dims = it->second.dims;
+        break;
+      }
+    }
+    if (dims.empty()) {
+      if (r > p_.rank) return refuse(op.target + " makes a value of higher rank than the rows");
+      std::vector<int> all = identity();
+      dims.assign(all.end() - r, all.end());
+    }
+    Info result;
+    result.dims = dims;
+    std::vector<std::string> operands;
+    for (std::size_t a = 0; op.args.is_array() && a < op.args.size(); ++a) {
+      int value = ref(op.args[a]);
+      if (value < 0) {
+        operands.push_back("");
+        continue;
+      }
+      const TensorType* ot = tensor_of(value);
+      if (!ot) return refuse(op.target + " reads a value that is not one tensor");
+      const int rank = static_cast<int>(ot->shape.size());
+      if (rank > r) return refuse(op.target + " broadcasts an operand down");
+      std::vector<int> operand_dims(dims.end() - rank, dims.end());
+      Info x;
+      if (!operand_info(value, operand_dims, &x)) return false;
+      if (x.index) return refuse(op.target + " computes with indices");
+      if (x.dims != operand_dims) {
+        return refuse(op.target + " combines a reduced value with values along other dims");
+      }
+      result.per_element = result.per_element || x.per_element;
+      result.level = std::max(result.level, x.level);
+      operands.push_back(x.variable);
+    }
+    std::string problem;
+    std::string expression = elementwise_expression(op, operands, &problem);
+    if (!problem.empty()) return refuse(problem);
+    if (!result.per_element) {
+      // A per-row value keeps the reduced dims (as 1) when its operands did.
+      result.keepdim = r == p_.rank;
+    }
+    result.variable = emit(result.per_element, result.level, expression);
+    known_[op.value] = result;
+    p_.ops.push_back(op.name);
+    (void)made;
+    return true;
+  }
+
+  bool keepdim_argument(const Op& op, std::size_t index) {
+    const json& k = argument(op, index, "keepdim");
+    return k.is_boolean() && k.get<bool>();
+  }
+
+  /// mean and biased-or-corrected variance of x over the row: (mean, variance) variables, at
+  /// level x.level + 2.
+  std::pair<std::string, std::string> moments(const Info& x, double correction) {
+    int l = x.level;
+    std::string sum = accumulate("sum", x.variable, l + 1);
+    std::string mean = emit(false, l + 1, sum + " / (float)R");
+    std::string d = emit(true, l + 1, "(" + x.variable + " - " + mean + ")");
+    std::string square = emit(true, l + 1, d + " * " + d);
+    std::string ss = accumulate("sum", square, l + 2);
+    std::string var = emit(false, l + 2, ss + " / (float)(R - " + literal(correction) + ")");
+    return {mean, var};
+  }
+
+  /// (max, sum of exp(x - max)) over the row in one pass, at level x.level + 1: the sum is kept
+  /// relative to the running maximum and rescaled when the maximum grows.
+  std::pair<std::string, std::string> exp_sum(const Info& x) {
+    std::string a = accumulate("lse", x.variable, x.level + 1);
+    return {a, a + "_s"};
+  }
+
+  bool plan_reduction(const Op& op) {
+    Info x;
+    if (!full_operand(op, &x)) return false;
+    const std::string& n = op.name;
+    const int l = x.level;
+    Info result;
+    if (n == "sum" || n == "mean") {
+      bool all = op.target == "aten.sum.default" || op.target == "aten.mean.default";
+      if (!reduces_d(op, all ? json(nullptr) : dims_argument(op))) return false;
+      if (!argument(op, all ? 1 : 3, "dtype").is_null()) {
+        return refuse(op.target + " with a dtype");
+      }
+      std::string a = accumulate("sum", x.variable, l + 1);
+      result = row_result(emit(false, l + 1, n == "sum" ? a : a + " / (float)R"), l + 1,
+                          !all && keepdim_argument(op, 2));
+    } else if (n == "amax" || n == "amin") {
+      if (!reduces_d(op, dims_argument(op))) return false;
+      std::string a = accumulate(n == "amax" ? "max" : "min", x.variable, l + 1);
+      result = row_result(emit(false, l + 1, a), l + 1, keepdim_argument(op, 2));
+    } else if ((n == "max" || n == "min") && op.target.find(".dim") != std::string::npos) {
+      if (!reduces_d(op, dims_argument(op))) return false;
+      std::string a = accumulate(n == "max" ? "argmax" : "argmin", x.variable, l + 1);
+      bool keep = keepdim_argument(op, 2);
+      result.elements = {row_result(emit(false, l + 1, a), l + 1, keep),
+                         row_result(emit(false, l + 1, a + "_i", "int64_t"), l + 1, keep, true)};
+    } else if (n == "argmax" || n == "argmin") {
+      if (argument(op, 1, "dim").is_null()) return refuse(op.target + " over all dims");
+      if (!reduces_d(op, dims_argument(op))) return false;
+      std::string a = accumulate(n, x.variable, l + 1);
+      result = row_result(emit(false, l + 1, a + "_i", "int64_t"), l + 1,
+                          keepdim_argument(op, 2), true);
+    } else if (n == "logsumexp") {
+      if (!reduces_d(op, dims_argument(op))) return false;
+      auto [shift, s] = exp_sum(x);
+      result = row_result(emit(false, l + 1, shift + " + logf(" + s + ")"), l + 1,
+                          keepdim_argument(op, 2));
+    } else if (n == "linalg_vector_norm") {
+      if (!reduces_d(op, dims_argument(op))) return false;
+      if (!argument(op, 4, "dtype").is_null()) return refuse(op.target + " with a dtype");
+      const json& ord_arg = argument(op, 1, "ord");
+      double ord = ord_arg.is_number() ? ord_arg.get<double>() : 2.0;
+      if (ord_arg.is_string()) {  // "inf" / "-inf" as the graph IR writes infinities
+        ord = ord_arg.get<std::string>()[0] == '-' ? -INFINITY : INFINITY;
+      }
+      std::string magnitude = emit(true, l, "fabsf(" + x.variable + ")");
+      std::string value;
+      if (std::isinf(ord)) {
+        std::string a = accumulate(ord > 0 ? "max" : "min", magnitude, l + 1);
+        value = emit(false, l + 1, a);
+      } else if (ord == 0) {
+        std::string a =
+            accumulate("sum", emit(true, l, "(" + x.variable + " != 0.0f ? 1.0f : 0.0f)"), l + 1);
+        value = emit(false, l + 1, a);
+      } else if (ord == 1) {
+        value = emit(false, l + 1, accumulate("sum", magnitude, l + 1));
+      } else if (ord == 2) {
+        std::string a = accumulate("sum", emit(true, l, x.variable + " * " + x.variable), l + 1);
+        value = emit(false, l + 1, "sqrtf(" + a + ")");
+      } else {
+        std::string a = accumulate(
+            "sum", emit(true, l, "powf(" + magnitude + ", " + literal(ord) + ")"), l + 1);
+        value = emit(false, l + 1, "powf(" + a + ", " + literal(1.0 / ord) + ")");
+      }
+      result = row_result(value, l + 1, keepdim_argument(op, 3));
+    } else if (n == "var" || n == "std") {
+      double correction = 1;
+      bool keep = false;
+      if (op.target.find(".correction") != std::string::npos) {
+        const json& c = argument(op, 2, "correction");
+        correction = c.is_number() ? c.get<double>() : 1;
+        keep = keepdim_argument(op, 3);
+      } else if (op.target.find(".dim") != std::string::npos) {
+        const json& unbiased = argument(op, 2, "unbiased");
+        correction = unbiased.is_boolean() && !unbiased.get<bool>() ? 0 : 1;
+        keep = keepdim_argument(op, 3);
+      } else {
+        return refuse(op.target + " is a form of " + n + " the row kernel does not take");
+      }
+      if (!reduces_d(op, dims_argument(op))) return false;
+      auto [mean, var] = moments(x, correction);
+      result = row_result(n == "var" ? var : emit(false, l + 2, "sqrtf(" + var + ")"), l + 2, keep);
+    } else {
+      return refuse(op.target + " is a reduction the row kernel does not write");
+    }
+    known_[op.value] = result;
+    p_.ops.push_back(n);
+    return true;
+  }
+
+  bool plan_softmax(const Op& op) {
+    Info x;
+    if (!full_operand(op, &x)) return false;
+    if (!reduces_d(op, dims_argument(op))) return false;
+    if (op.name == "softmax" || op.name == "log_softmax") {
+      if (!argument(op, 2, "dtype").is_null()) return refuse(op.target + " with a dtype");
+    } else if (argument(op, 2, "half_to_float").is_boolean() &&
+               argument(op, 2, "half_to_float").get<bool>()) {
+      return refuse(op.target + " with half_to_float");
+    }
+    auto [shift, s] = exp_sum(x);
+    const int l = x.level + 1;
+    Info result;
+    result.per_element = true;
+    result.level = l;
+    result.dims = identity();
+    bool log = op.name.find("log") != std::string::npos;
+    result.variable =
+        emit(true, l,
+             log ? x.variable + " - " + shift + " - logf(" + s + ")"
+                 : "expf(" + x.variable + " - " + shift + ") / " + s);
+    known_[op.value] = result;
+    p_.ops.push_back(op.name);
+    return true;
+  }
+
+  bool plan_normalization(const Op& op) {
+    if (op.name != "layer_norm" && op.name != "rms_norm") {
+      return refuse(op.target + " is a normalisation the row kernel does not write");
+    }
+    Info x;
+    if (!full_operand(op, &x)) return false;
+    const json& shape = argument(op, 1, "normalized_shape");
+    int n = shape.is_array() ? static_cast<int>(shape.size()) : 0;
+    if (p_.rank - n != p_.first_reduced || p_.last_reduced != p_.rank - 1) {
+      return refuse(op.target + " normalises other dims than the plan's rows");
+    }
+    const std::vector<int> all = identity();
+    const std::vector<int> last_dims(all.end() - n, all.end());
+    auto affine = [&](std::size_t index, const char* name, std::string* variable) {
+      int value = ref(argument(op, index, name));
+      if (value < 0) return true;
+      Info w;
+      if (!operand_info(value, last_dims, &w)) return false;
+      if (w.dims != last_dims) return refuse(op.target + "'s " + name + " is not per element");
+      *variable = w.variable;
+      return true;
+    };
+    std::string weight, bias, scaled;
+    const int l = x.level;
+    if (op.name == "layer_norm") {
+      if (!affine(2, "weight", &weight) || !affine(3, "bias", &bias)) return false;
+      double eps = argument(op, 4, "eps").is_number() ? argument(op, 4, "eps").get<double>() : 1e-5;
+      auto [mean, var] = moments(x, 0);
+      std::string inv = emit(false, l + 2, "1.0f / sqrtf(" + var + " + " + literal(eps) + ")");
+      scaled = "(" + x.variable + " - " + mean + ") * " + inv;
+    } else {
+      if (!affine(2, "weight", &weight)) return false;
+      const json& e = argument(op, 3, "eps");
+      double eps = e.is_number() ? e.get<double>() : 1.1920928955078125e-07;  // float32's eps
+      std::string ss = accumulate("sum", emit(true, l, x.variable + " * " + x.variable), l + 1);
+      std::string inv =
+          emit(false, l + 1, "1.0f / sqrtf(" + ss + " / (float)R + " + literal(eps) + ")");
+      scaled = x.variable + " * " + inv;
+    }
+    if (!weight.empty()) scaled = "(" + scaled + ") * " + weight;
+    if (!bias.empty()) scaled = "(" + scaled + ") + " + bias;
+    Info result;
+    result.per_element = true;
+    result.level = op.name == "layer_norm" ? l + 2 : l + 1;
+    result.dims = identity();
+    result.variable = emit(true, result.level, scaled);
+    known_[op.value] = result;
+    p_.ops.push_back(op.name);
+    return true;
+  }
+
+  bool plan_layout(const Op& op) {
+    const std::string& n = op.name;
+    int source = op.inputs.empty() ? -1 : op.inputs[0];
+    if (n == "getitem") {
+      auto it = known_.find(source);
+      const json& index = argument(op, 1, "index");
+      if (it == known_.end() || it->second.elements.empty() || !index.is_number_integer() ||
+          index.get<int>() < 0 ||
+          index.get<std::size_t>() >= it->second.elements.size()) {
+        return refuse(op.target + " of a value that is not a reduction's (values, indices)");
+      }
+      known_[op.value] = it->second.elements[index.get<std::size_t>()];
+      return true;
+    }
+    if (n == "expand" || n == "expand_as" || n == "contiguous" || n == "clone" ||
+        n == "alias" || n == "detach") {
+      const TensorType* in = source >= 0 ? tensor_of(source) : nullptr;
+      const TensorType* out = tensor_of(op.value);
+      auto it = known_.find(source);
+      if (!in || !out || it == known_.end() || in->shape.size() != out->shape.size()) {
+        return refuse(op.target + " of a value the plan has not made, or to another rank");
+      }
+      known_[op.value] = it->second;  // broadcasting is implicit in the kernel
+      return true;
+    }
+    return refuse(op.target + " moves data in a way the row kernel does not");
+  }
+
+  void plan_outputs() {
+    for (int value : graph_.outputs) {
+      auto it = known_.find(value);
+      if (it == known_.end() || graph_.values[value].kind != "op" || !it->second.elements.empty()) {
+        problems_.push_back("output " + graph_.values[value].name + " is not a value the plan made");
+        continue;
+      }
+      const Info& info = it->second;
+      if (info.per_element && info.dims != identity()) {
+        problems_.push_back("output " + graph_.values[value].name + " is not of the rows' shape");
+        continue;
+      }
+      p_.outputs.push_back({value, info.per_element, info.keepdim, info.index, info.variable});
+    }
+    if (p_.outputs.empty() && problems_.empty()) problems_.push_back("it returns nothing");
+  }
+
+  const Graph& graph_;
+  RowPlan p_;
+  std::vector<std::int64_t> f_;
+  std::map<int, Info> known_;
+  std::vector<std::string> problems_;
+  int next_ = 0;
+};
+
+}  // namespace
+
+Status plan_rows(const Graph& graph, RowPlan* plan) { return Planner(graph).plan(plan); }
+
+}  // namespace cuda_agent::synth
+
+namespace cuda_agent::synth {
+namespace {
+
+std::string n(std::size_t k) { return std::to_string(k); }
+
+std::string ops_text(const RowPlan& plan) {
+  std::string s;
+  for (const auto& op : plan.ops) s += (s.empty() ? "" : ", ") + op;
+  return s;
+}
+
+/// The lines of one kind computable at a point: per element with level <= max_level, or per row
+/// with level == max_level.
+std::string lines_at(const RowPlan& plan, bool per_element, int level, const char* indent) {
+  std::string s;
+  for (const RowLine& line : plan.lines) {
+    if (line.per_element != per_element) continue;
+    if (per_element ? line.level <= level : line.level == level) s += indent + line.text + "\n";
+  }
+  return s;
+}
+
+/// Loads of the per-element inputs at element k of the row.
+std::string loads(const RowPlan& plan, const char* indent) {
+  std::string s;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    if (!plan.inputs[k].per_element) continue;
+    s += indent + std::string("const float in") + n(k) + " = b" + n(k) + "[k * SA_STEP(in" + n(k) +
+         "_step)];\n";
+  }
+  return s;
+}
+
+std::string initial(const std::string& kind) {
+  if (kind == "sum") return "0.0f";
+  if (kind == "max" || kind == "argmax" || kind == "lse") return "-INFINITY";
+  return "INFINITY";
+}
+
+std::string update(const RowAccumulator& a) {
+  if (a.kind == "sum") return a.name + " += " + a.operand + ";";
+  if (a.kind == "max") return a.name + " = sa_max(" + a.name + ", " + a.operand + ");";
+  if (a.kind == "min") return a.name + " = sa_min(" + a.name + ", " + a.operand + ");";
+  if (a.kind == "lse") return "sa_lse(" + a.name + ", " + a.name + "_s, " + a.operand + ");";
+  return "sa_" + a.kind + "(" + a.name + ", " + a.name + "_i, " + a.operand + ", k);";
+}
+
+const char* kArgHelpers =
+    "// (v, i) takes (v2, i2) when v2 is the greater (argmax) or smaller (argmin), NaN counting\n"
+    "// as beyond every number and ties going to the lower index, as torch does.\n"
+    "SA_FN void sa_argmax(float& v, int64_t& i, float v2, int64_t i2) {\n"
+    "  const bool take = v2 != v2 ? (v == v || i2 < i) : (v == v && (v2 > v || (v2 == v && i2 < "
+    "i)));\n"
+    "  if (take) { v = v2; i = i2; }\n}\n"
+    "// (m, s): the running maximum and the sum of exp(x - m); -inf adds nothing, NaN spreads.\n"
+    "SA_FN void sa_lse(float& m, float& s, float x) {\n"
+    "  if (x > m) { s = s * expf(m - x) + 1.0f; m = x; }\n"
+    "  else if (x == x && x != -INFINITY) s += expf(x - m);\n"
+    "  else if (x != x) { m = x; s = x; }\n}\n"
+    "SA_FN void sa_lse_merge(float& m, float& s, float m2, float s2) {\n"
+    "  if (m != m || s2 != s2) { m = m != m ? m : m2; s = m; return; }\n"
+    "  const float top = m > m2 ? m : m2;\n"
+    "  if (top == -INFINITY) return;\n"
+    "  s = s * expf(m - top) + s2 * expf(m2 - top);\n"
+    "  m = top;\n}\n"
+    "SA_FN void sa_argmin(float& v, int64_t& i, float v2, int64_t i2) {\n"
+    "  const bool take = v2 != v2 ? (v == v || i2 < i) : (v == v && (v2 < v || (v2 == v && i2 < "
+    "i)));\n"
+    "  if (take) { v = v2; i = i2; }\n}\n";
+
+/// Block-wide combination of each thread's partial result for its row (CUDA): with TX == 1 the
+/// row's threads are whole warps, which combine by shuffles first.
+const char* kCudaCombine = R"(
+#define SA_BLOCK_COMBINE(NAME, EXPR)                                              \
+  template <int TX, int TY>                                                       \
+  static __device__ __forceinline__ float NAME(float v, float* red, int tx, int ty) { \
+    if (TY == 1) return v;                                                        \
+    if (TX == 1) {                                                                \
+      for (int offset = 16; offset > 0; offset >>= 1) {                           \
+        const float a = v, b = __shfl_xor_sync(0xffffffffu, v, offset);           \
+        v = EXPR;                                                                 \
+      }                                                                           \
+      __syncthreads();                                                            \
+      if ((ty & 31) == 0) red[ty >> 5] = v;                                       \
+      __syncthreads();                                                            \
+      v = red[0];                                                                 \
+      for (int w = 1; w < TY / 32; ++w) {                                         \
+        const float a = v, b = red[w];                                            \
+        v = EXPR;                                                                 \
+      }                                                                           \
+      return v;                                                                   \
+    }                                                                             \
+    __syncthreads();                                                              \
+    red[ty * TX + tx] = v;                                                        \
+    __syncthreads();                                                              \
+    for (int s = TY / 2; s > 0; s >>= 1) {                                        \
+      if (ty < s) {                                                               \
+        const float a = red[ty * TX + tx], b = red[(ty + s) * TX + tx];           \
+        red[ty * TX + tx] = EXPR;                                                 \
+      }                                                                           \
+      __syncthreads();                                                            \
+    }                                                                             \
+    return red[tx];                                                               \
+  }
+SA_BLOCK_COMBINE(sa_block_sum, a + b)
+SA_BLOCK_COMBINE(sa_block_max, sa_max(a, b))
+SA_BLOCK_COMBINE(sa_block_min, sa_min(a, b))
+
+#define SA_BLOCK_ARG(NAME, PICK)                                                          \
+  template <int TX, int TY>                                                               \
+  static __device__ __forceinline__ void NAME(float& v, int64_t& i, float* red,           \
+                                              int64_t* red_i, int tx, int ty) {           \
+    if (TY == 1) return;                                                                  \
+    __syncthreads();                                                                      \
+    red[ty * TX + tx] = v;                                                                \
+    red_i[ty * TX + tx] = i;                                                              \
+    __syncthreads();                                                                      \
+    for (int s = TY / 2; s > 0; s >>= 1) {                                                \
+      if (ty < s) {                                                                       \
+        float a = red[ty * TX + tx];                                                      \
+        int64_t ai = red_i[ty * TX + tx];                                                 \
+        PICK(a, ai, red[(ty + s) * TX + tx], red_i[(ty + s) * TX + tx]);                  \
+        red[ty * TX + tx] = a;                                                            \
+        red_i[ty * TX + tx] = ai;                                                         \
+      }                                                                                   \
+      __syncthreads();                                                                    \
+    }                                                                                     \
+    v = red[tx];                                                                          \
+    i = red_i[tx];                                                                        \
+  }
+SA_BLOCK_ARG(sa_block_argmax, sa_argmax)
+SA_BLOCK_ARG(sa_block_argmin, sa_argmin)
+
+template <int TX, int TY>
+static __device__ __forceinline__ void sa_block_lse(float& m, float& s, float* red, float* red2,
+                                                    int tx, int ty) {
+  if (TY == 1) return;
+  __syncthreads();
+  red[ty * TX + tx] = m;
+  red2[ty * TX + tx] = s;
+  __syncthreads();
+  for (int h = TY / 2; h > 0; h >>= 1) {
+    if (ty < h) {
+      float a = red[ty * TX + tx], as = red2[ty * TX + tx];
+      sa_lse_merge(a, as, red[(ty + h) * TX + tx], red2[(ty + h) * TX + tx]);
+      red[ty * TX + tx] = a;
+      red2[ty * TX + tx] = as;
+    }
+    __syncthreads();
+  }
+  m = red[tx];
+  s = red2[tx];
+}
+)";
+
+}  // namespace
+
+std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
+  const bool cuda = device == "cuda";
+  std::string params, args;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    params += "const float* __restrict__ in" + n(k) + "_data, ";
+    args += "in" + n(k) + "_data, ";
+  }
+  for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
+    params += std::string(plan.outputs[j].index ? "int64_t" : "float") + "* __restrict__ out" +
+              n(j) + ", ";
+    args += "out" + n(j) + ", ";
+  }
+  params += "int64_t O, int64_t R, int64_t I";
+  args += "O, R, I";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    for (const char* field : {"div_o", "mod_o", "stride_o", "div_i", "mod_i", "stride_i", "step"}) {
+      params += ", int64_t in" + n(k) + "_" + field;
+      args += ", in" + n(k) + "_" + field;
+    }
+  }
+
+  // The body for one row (o, i): every thread of the row runs it; k_begin/k_step split the row.
+  const char* in2 = cuda ? "    " : "    ";
+  std::string row;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    std::string in = "in" + n(k);
+    row += in2 + std::string("const float* b") + n(k) + " = " + in + "_data + ((o / " + in +
+           "_div_o) % " + in + "_mod_o) * " + in + "_stride_o + ((i / " + in + "_div_i) % " + in +
+           "_mod_i) * " + in + "_stride_i;\n";
+    if (!plan.inputs[k].per_element) row += in2 + std::string("const float ") + in + " = b" + n(k) + "[0];\n";
+  }
+  row += lines_at(plan, false, 0, in2);
+  const std::string loop = cuda ? "#pragma unroll 4\n    for (int64_t k = ty; live && k < R; k += TY)"
+                                : "for (int64_t k = 0; k < R; ++k)";
+  for (int pass = 1; pass <= plan.passes; ++pass) {
+    std::string declare, updates, combine;
+    for (const RowAccumulator& a : plan.accumulators) {
+      if (a.pass != pass) continue;
+      declare += in2 + std::string("float ") + a.name + " = " + initial(a.kind) + ";\n";
+      if (a.kind == "lse") {
+        declare += in2 + std::string("float ") + a.name + "_s = 0.0f;\n";
+        if (cuda) {
+          combine += in2 + std::string("sa_block_lse<TX, TY>(") + a.name + ", " + a.name +
+                     "_s, red, red2, tx, ty);\n";
+        }
+      } else if (a.kind == "argmax" || a.kind == "argmin") {
+        declare += in2 + std::string("int64_t ") + a.name + "_i = INT64_MAX;\n";
+        if (cuda) {
+          combine += in2 + std::string("sa_block_") + a.kind + "<TX, TY>(" + a.name + ", " +
+                     a.name + "_i, red, red_i, tx, ty);\n";
+        }
+      } else if (cuda) {
+        combine += in2 + a.name + " = sa_block_" + a.kind + "<TX, TY>(" + a.name +
+                   ", red, tx, ty);\n";
+      }
+      updates += "      " + update(a) + "\n";
+    }
+    if (declare.empty()) continue;
+    // On the CPU a pass whose accumulators are all sums vectorises as an OpenMP reduction.
+    std::string sums;
+    bool only_sums = true;
+    for (const RowAccumulator& a : plan.accumulators) {
+      if (a.pass != pass) continue;
+      only_sums = only_sums && a.kind == "sum";
+      sums += (sums.empty() ? "" : ", ") + a.name;
+    }
+    std::string simd =
+        !cuda && only_sums ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n" : "";
+    row += in2 + std::string("// pass ") + n(pass) + "\n" + declare + simd + in2 + loop + " {\n" +
+           loads(plan, "      ") + lines_at(plan, true, pass - 1, "      ") + updates + in2 +
+           "}\n" + combine + lines_at(plan, false, pass, in2);
+  }
+  std::string element_writes, row_writes;
+  for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
+    const RowOutput& out = plan.outputs[j];
+    if (out.per_element) {
+      element_writes += "      out" + n(j) + "[(o * R + k) * I + i] = " + out.variable + ";\n";
+    } else {
+      row_writes += in2 + std::string(cuda ? "if (live && ty == 0) " : "") + "out" + n(j) +
+                    "[row] = " + out.variable + ";\n";
+    }
+  }
+  if (!element_writes.empty()) {
+    row += in2 + std::string("// the outputs\n") + in2 + loop + " {\n" + loads(plan, "      ") +
+           lines_at(plan, true, plan.passes, "      ") + element_writes + in2 + "}\n";
+  }
+  row += row_writes;
+
+  bool has_arg = false, has_lse = false;
+  for (const auto& a : plan.accumulators) {
+    has_arg = has_arg || a.kind == "argmax" || a.kind == "argmin";
+    has_lse = has_lse || a.kind == "lse";
+  }
+
+  std::string source = "// Generated by cuda-agent's synthesizer: " + ops_text(plan) +
+                       ", fused: " + n(plan.passes) +
+                       " pass(es) over each row, each output written once.\n"
+                       "#include <math.h>\n#include <stdint.h>\n";
+  if (cuda) {
+    source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
+              "#define SA_STEP(step) (step)\n";
+    source += std::string(kExpressionHelpers) + kArgHelpers + kCudaCombine + "\n";
+    source +=
+        "// A block takes TX rows side by side and splits each among TY threads (grid-strided).\n"
+        "template <int TX, int TY>\n"
+        "static __global__ void __launch_bounds__(TX * TY) fused_rows_kernel(" +
+        params +
+        ") {\n"
+        "  __shared__ float red[TX * TY];\n" +
+        std::string(has_arg ? "  __shared__ int64_t red_i[TX * TY];\n" : "") +
+        std::string(has_lse ? "  __shared__ float red2[TX * TY];\n" : "") +
+        "  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;\n"
+        "  const int64_t rows = O * I;\n"
+        "  for (int64_t first = (int64_t)blockIdx.x * TX; first < rows; first += (int64_t)gridDim.x "
+        "* TX) {\n"
+        "    const int64_t row = first + tx;\n"
+        "    const bool live = row < rows;\n"
+        "    const int64_t o = live ? row / I : 0, i = live ? row % I : 0;\n" +
+        row + "  }\n}\n\n";
+    source +=
+        "template <int TX, int TY>\n"
+        "static int launch(" +
+        params +
+        ", cudaStream_t stream) {\n"
+        "  const int64_t blocks = (O * I + TX - 1) / TX;\n"
+        "  const unsigned grid = (unsigned)(blocks < 132 * 32 ? blocks : 132 * 32);\n"
+        "  fused_rows_kernel<TX, TY><<<grid, TX * TY, 0, stream>>>(" +
+        args +
+        ");\n"
+        "  return (int)cudaGetLastError();\n}\n\n"
+        "extern \"C\" int fused_rows(" +
+        params +
+        ", void* stream) {\n"
+        "  if (O * I == 0) return 0;\n"
+        "  cudaStream_t s = (cudaStream_t)stream;\n"
+        "  // Strided rows: a warp over 32 neighbouring rows reads consecutive addresses.\n"
+        "  if (I >= 16) return launch<32, 8>(" +
+        args +
+        ", s);\n"
+        "  if (R >= 4096) return launch<1, 512>(" +
+        args +
+        ", s);\n"
+        "  if (R >= 1024) return launch<1, 256>(" +
+        args +
+        ", s);\n"
+        "  if (R >= 256) return launch<1, 128>(" +
+        args +
+        ", s);\n"
+        "  return launch<1, 32>(" +
+        args + ", s);\n}\n";
+  } else {
+    source += "\n#define SA_FN static inline\n#define SA_STEP(step) (kUnit ? 1 : (step))\n";
+    source += std::string(kExpressionHelpers) + kArgHelpers + "\n";
+    // kUnit: the rows are contiguous (I == 1), so every input read along them has step 1,
+    // known at compile time, and the passes vectorise.
+    source += "template <bool kUnit>\nstatic void rows_of(" + params +
+              ") {\n"
+              "  const int64_t rows = O * I;\n"
+              "#pragma omp parallel for schedule(static)\n"
+              "  for (int64_t row = 0; row < rows; ++row) {\n"
+              "    const int64_t o = row / I, i = row % I;\n" +
+              row + "  }\n}\n\n";
+    source += "extern \"C\" int fused_rows(" + params +
+              ", void* /*stream*/) {\n"
+              "  if (I == 1) rows_of<true>(" + args + ");\n"
+              "  else rows_of<false>(" + args + ");\n"
+              "  return 0;\n}\n";
+  }
+  return source;
+}
+
+}  // namespace cuda_agent::synth
+
+namespace cuda_agent::synth {
+
+std::string row_model_source(const Graph& graph, const RowPlan& plan) {
+  std::string tensors, dims, per_element, outputs;
+  for (const RowInput& in : plan.inputs) {
+    tensors += value_expression(graph.values[in.value]) + ", ";
+    std::string d;
+    for (int f : in.dims) d += std::to_string(f) + ", ";
+    dims += "(" + d + "), ";
+    per_element += std::string(in.per_element ? "True" : "False") + ", ";
+  }
+  for (const RowOutput& out : plan.outputs) {
+    outputs += std::string("(\"") + (out.per_element ? "element" : out.keepdim ? "row_keepdim" : "row") +
+               "\", torch." + (out.index ? "int64" : "float32") + "), ";
+  }
+  std::string bind = "lib.bind(\"fused_rows\", ";
+  for (std::size_t k = 0; k < plan.inputs.size() + plan.outputs.size(); ++k) bind += "\"tensor\", ";
+  bind += "*[\"i64\"] * " + std::to_string(3 + 7 * plan.inputs.size()) + ", \"stream\")";
+  std::string s =
+      "\"\"\"Generated by cuda-agent's synthesizer: " + ops_text(plan) +
+      " in one fused row kernel (kernels/).\"\"\"\n\n"
+      "import math\n\nimport torch\nimport torch.nn as nn\n\n"
+      "from utils.kernels import load\n\nlib = load()\nfused_rows = " + bind + "\n\n"
+      "RANK = " + std::to_string(plan.rank) + "\n"
+      "FIRST, LAST = " + std::to_string(plan.first_reduced) + ", " +
+      std::to_string(plan.last_reduced) + "  # the reduced dims of the rows' shape\n"
+      "INPUT_DIMS = (" + dims + ")  # the dim of the rows' shape each input's dim lands on\n"
+      "PER_ELEMENT = (" + per_element + ")  # read along the row, or once per row\n"
+      "OUTPUTS = (" + outputs + ")\n\n\n"
+      "def row_layout(shapes):\n"
+      "    \"\"\"(output shapes, O, R, I, per input (div_o, mod_o, stride_o, div_i, mod_i, stride_i,\n"
+      "    step)) for inputs of these shapes: each group of dims (outer, reduced, inner) reads an\n"
+      "    input at ((index // div) % mod) * stride.\"\"\"\n"
+      "    virtual = []\n"
+      "    for shape, dims in zip(shapes, INPUT_DIMS):\n"
+      "        v = [1] * RANK\n"
+      "        for size, d in zip(shape, dims):\n"
+      "            v[d] = size\n"
+      "        virtual.append(v)\n"
+      "    full = [max(v[d] for v in virtual) for d in range(RANK)]\n"
+      "    if any(v[d] not in (1, full[d]) for v in virtual for d in range(RANK)):\n"
+      "        raise ValueError(f\"inputs of shapes {shapes} do not broadcast together\")\n"
+      "    groups = ((0, FIRST), (FIRST, LAST + 1), (LAST + 1, RANK))\n"
+      "    O, R, I = (math.prod(full[lo:hi]) for lo, hi in groups)\n"
+      "    params = []\n"
+      "    for v, per_element, shape in zip(virtual, PER_ELEMENT, shapes):\n"
+      "        strides = [math.prod(v[d + 1:]) for d in range(RANK)]\n"
+      "        entry = []\n"
+      "        for lo, hi in groups:\n"
+      "            present = [d for d in range(lo, hi) if v[d] != 1]\n"
+      "            if not present:\n"
+      "                entry.append((1, 1, 0))\n"
+      "                continue\n"
+      "            first, last = present[0], present[-1]\n"
+      "            if any(v[d] != full[d] for d in range(first, last + 1)):\n"
+      "                raise ValueError(f\"an input of shape {shape} is broadcast inside a group\")\n"
+      "            entry.append((math.prod(full[last + 1:hi]), math.prod(v[first:last + 1]),\n"
+      "                          strides[last]))\n"
+      "        (div_o, mod_o, stride_o), (div_r, mod_r, step), (div_i, mod_i, stride_i) = entry\n"
+      "        if step and (div_r != 1 or mod_r != R):\n"
+      "            raise ValueError(f\"an input of shape {shape} covers part of a row\")\n"
+      "        if step and not per_element:\n"
+      "            raise ValueError(f\"an input of shape {shape} varies along the rows\")\n"
+      "        params += [div_o, mod_o, stride_o, div_i, mod_i, stride_i, step]\n"
+      "    kept = [1 if FIRST <= d <= LAST else full[d] for d in range(RANK)]\n"
+      "    dropped = [full[d] for d in range(RANK) if not FIRST <= d <= LAST]\n"
+      "    out_shapes = tuple({\"element\": full, \"row_keepdim\": kept, \"row\": dropped}[kind]\n"
+      "                       for kind, _ in OUTPUTS)\n"
+      "    return out_shapes, O, R, I, tuple(params)\n\n\n";
+  std::string outs_return = plan.outputs.size() == 1 ? "outs[0]" : "tuple(outs)";
+  s += "class ModelNew(nn.Module):\n"
+       "    def __init__(self, *init_inputs):\n"
+       "        super().__init__()\n" +
+       module_state_source(graph) +
+       "\n"
+       "    def forward(self" +
+       forward_parameters(graph) +
+       "):\n"
+       "        inputs = [" +
+       tensors +
+       "]\n"
+       "        if not all(t.is_contiguous() for t in inputs):\n"
+       "            raise ValueError(\"the row kernel reads contiguous inputs\")\n"
+       "        out_shapes, O, R, I, params = row_layout(tuple(tuple(t.shape) for t in inputs))\n"
+       "        outs = [torch.empty(shape, dtype=dtype, device=inputs[0].device)\n"
+       "                for shape, (_, dtype) in zip(out_shapes, OUTPUTS)]\n"
+       "        fused_rows(*inputs, *outs, O, R, I, *params)\n"
+       "        return " +
+       outs_return + "\n";
+  return s;
+}
+
+Status synthesize_rows(const Graph& graph, const std::string& device,
+                       std::map<std::string, std::string>* files) {
+  RowPlan plan;
+  if (Status s = plan_rows(graph, &plan); !s.ok()) return s;
+  (*files)["model_new.py"] = row_model_source(graph, plan);
+  (*files)[device == "cuda" ? "kernels/fused_rows.cu" : "kernels/fused_rows.cpp"] =
+      row_kernel_source(plan, device);
+  return Status::OK();
+}
+
+}  // namespace cuda_agent::synth

@@ -1,0 +1,82 @@
+/// The synthesizer's plan for tasks that reduce rows: elementwise ops before and after, and any
+/// number of reductions (sum, mean, max, min with or without indices, argmax, argmin,
+/// logsumexp, vector norms, std, var), softmax and log-softmax, and layer and RMS
+/// normalisation, all over the same dims, fused into one kernel that walks each row in as many
+/// passes as the data flow needs (softmax: the maximum, then the sum of exponentials, then the
+/// output) and writes each output once.
+///
+/// The iteration space is the shape F of the values the first reduction reads, seen as
+/// (outer, reduced, inner): the reduced dims D are one run of F's dims, a row is one (outer,
+/// inner) pair, and its elements lie inner apart. Every value is either per element (it varies
+/// along D) or per row. An input is read through a (div, mod, stride) per group of dims, which
+/// model_new.py computes from the tensors' sizes at run time, so one kernel serves any size.
+///
+/// On CUDA a block takes TX rows side by side (TX = 32 when rows are strided, so that a warp
+/// reads consecutive addresses; 1 when they are contiguous) and TY threads split each row;
+/// partial results meet in shared memory. On the CPU (OpenMP) each thread takes whole rows.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "synth/graph.h"
+#include "util/status.h"
+
+namespace cuda_agent::synth {
+
+struct RowInput {
+  int value = -1;          // the graph value (an input, parameter or buffer)
+  std::vector<int> dims;   // the dim of F each of its dims lands on
+  bool per_element = false;  // it varies along the reduced dims
+};
+
+struct RowAccumulator {
+  std::string name;     // "a0": the row's result after its pass (and "a0_i", an index)
+  std::string kind;     // "sum", "max", "min", "argmax" or "argmin"
+  std::string operand;  // the per-element variable it reduces
+  int pass = 1;         // the pass over the row that computes it, from 1
+};
+
+struct RowLine {
+  bool per_element = false;
+  int level = 0;  // per element: computable in passes after this one; per row: after this pass
+  std::string text;
+};
+
+struct RowOutput {
+  int value = -1;
+  bool per_element = false;
+  bool keepdim = false;  // a per-row output keeps the reduced dims as size 1
+  bool index = false;    // int64 indices rather than float32 values
+  std::string variable;
+};
+
+struct RowPlan {
+  int rank = 0;                        // of F
+  int first_reduced = 0, last_reduced = 0;  // D: F's dims first..last
+  std::vector<RowInput> inputs;        // in kernel argument order, read as in0, in1, ...
+  std::vector<RowLine> lines;          // in an order that computes each value before its use
+  std::vector<RowAccumulator> accumulators;
+  std::vector<RowOutput> outputs;
+  int passes = 0;
+  std::vector<std::string> ops;        // the ops fused, in order
+};
+
+/// The plan for graph, or an InvalidArgument that names each op, dtype, dim or broadcast the
+/// plan cannot take.
+Status plan_rows(const Graph& graph, RowPlan* plan);
+
+/// kernels/fused_rows.cpp ("cpu") or .cu ("cuda"): extern "C" int fused_rows(inputs...,
+/// outputs..., int64_t O, int64_t R, int64_t I, (div_o, mod_o, stride_o, div_i, mod_i, stride_i,
+/// step) per input, void* stream).
+std::string row_kernel_source(const RowPlan& plan, const std::string& device);
+
+/// model_new.py for the plan.
+std::string row_model_source(const Graph& graph, const RowPlan& plan);
+
+/// The files of a candidate for graph on device, by path relative to the workspace.
+Status synthesize_rows(const Graph& graph, const std::string& device,
+                       std::map<std::string, std::string>* files);
+
+}  // namespace cuda_agent::synth

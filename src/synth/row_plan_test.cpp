@@ -1,0 +1,150 @@
+#include "synth/row_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+json tensor_input(const std::string& name, const std::string& kind, std::vector<int> shape,
+                  const std::string& target = "") {
+  return {
+      {"name", name}, {"kind", kind}, {"target", target}, {"shape", shape}, {"dtype", "float32"}};
+}
+
+json node(const std::string& name, const std::string& op, json args, json shape,
+          json dtype = "float32", json kwargs = json::object()) {
+  return {{"name", name},   {"op", op},      {"args", args}, {"kwargs", kwargs},
+          {"shape", shape}, {"dtype", dtype}};
+}
+
+json ref(const std::string& name) { return {{"ref", name}}; }
+
+json graph(json inputs, json nodes, json outputs) {
+  return {{"schema", "cuda-agent.graph/1"},
+          {"inputs", inputs},
+          {"nodes", nodes},
+          {"outputs", outputs}};
+}
+
+Graph read(const json& doc) {
+  Graph g;
+  Status s = read_graph(doc, &g);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return g;
+}
+
+/// softmax(x * 0.5, dim=-1) over (rows, cols).
+json scaled_softmax(int rows, int cols) {
+  return graph({tensor_input("x", "input", {rows, cols})},
+               {node("mul", "aten.mul.Tensor", {ref("x"), 0.5}, {rows, cols}),
+                node("softmax", "aten.softmax.int", {ref("mul"), -1}, {rows, cols})},
+               {"softmax"});
+}
+
+TEST(SynthRowPlan, SoftmaxReadsTheRowOnceForItsStatisticsThenWrites) {
+  RowPlan plan;
+  ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &plan).ok());
+  EXPECT_EQ(plan.rank, 2);
+  EXPECT_EQ(plan.first_reduced, 1);
+  EXPECT_EQ(plan.last_reduced, 1);
+  // The maximum and the sum of exponentials below it, online, in one pass.
+  EXPECT_EQ(plan.passes, 1);
+  ASSERT_EQ(plan.accumulators.size(), 1u);
+  EXPECT_EQ(plan.accumulators[0].kind, "lse");
+  EXPECT_EQ(plan.accumulators[0].pass, 1);
+  ASSERT_EQ(plan.outputs.size(), 1u);
+  EXPECT_TRUE(plan.outputs[0].per_element);
+  EXPECT_EQ(plan.ops, (std::vector<std::string>{"mul", "softmax"}));
+}
+
+TEST(SynthRowPlan, ThePlanDoesNotDependOnTheSizes) {
+  RowPlan a, b;
+  ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &a).ok());
+  ASSERT_TRUE(plan_rows(read(scaled_softmax(3, 7)), &b).ok());
+  EXPECT_EQ(row_kernel_source(a, "cuda"), row_kernel_source(b, "cuda"));
+  EXPECT_EQ(row_kernel_source(a, "cpu"), row_kernel_source(b, "cpu"));
+}
+
+TEST(SynthRowPlan, LayerNormReadsItsWeightAndBiasAlongTheRow) {
+  Graph g = read(graph(
+      {tensor_input("p_w", "parameter", {256}, "norm.weight"),
+       tensor_input("p_b", "parameter", {256}, "norm.bias"), tensor_input("x", "input", {8, 256})},
+      {node("ln", "aten.layer_norm.default", {ref("x"), {256}, ref("p_w"), ref("p_b"), 1e-5},
+            {8, 256})},
+      {"ln"}));
+  RowPlan plan;
+  ASSERT_TRUE(plan_rows(g, &plan).ok());
+  EXPECT_EQ(plan.passes, 2);  // the mean, then the variance about it
+  ASSERT_EQ(plan.inputs.size(), 3u);
+  for (const RowInput& in : plan.inputs) EXPECT_TRUE(in.per_element);
+  std::string model = row_model_source(g, plan);
+  EXPECT_NE(model.find("self.norm.weight = nn.Parameter"), std::string::npos);
+}
+
+TEST(SynthRowPlan, AReductionOverAMiddleDimRunsStridedRowsWithAPerChannelBias) {
+  // min(x + bias, dim=1).values over NCHW: rows are (n, h, w), inner = H*W.
+  Graph g = read(graph(
+      {tensor_input("p_bias", "parameter", {16, 1, 1}, "bias"),
+       tensor_input("x", "input", {2, 16, 4, 8})},
+      {node("add", "aten.add.Tensor", {ref("x"), ref("p_bias")}, {2, 16, 4, 8}),
+       node("min_1", "aten.min.dim", {ref("add"), 1}, json::array({{2, 4, 8}, {2, 4, 8}}),
+            json::array({"float32", "int64"})),
+       node("getitem", "operator.getitem", {ref("min_1"), 0}, {2, 4, 8}),
+       node("tanh", "aten.tanh.default", {ref("getitem")}, {2, 4, 8})},
+      {"tanh"}));
+  RowPlan plan;
+  Status s = plan_rows(g, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.first_reduced, 1);
+  EXPECT_EQ(plan.last_reduced, 1);
+  ASSERT_EQ(plan.accumulators.size(), 1u);
+  EXPECT_EQ(plan.accumulators[0].kind, "argmin");
+  ASSERT_EQ(plan.outputs.size(), 1u);
+  EXPECT_FALSE(plan.outputs[0].per_element);
+  EXPECT_FALSE(plan.outputs[0].keepdim);
+  // The bias varies along the reduced dim: read per element, its dims on F's dims 1..3.
+  ASSERT_EQ(plan.inputs.size(), 2u);
+  EXPECT_EQ(plan.inputs[1].dims, (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(plan.inputs[1].per_element);
+}
+
+TEST(SynthRowPlan, MaxWithIndicesWritesBothOutputs) {
+  Graph g = read(graph({tensor_input("x", "input", {32, 100})},
+                       {node("max_1", "aten.max.dim", {ref("x"), -1}, json::array({{32}, {32}}),
+                             json::array({"float32", "int64"})),
+                        node("values", "operator.getitem", {ref("max_1"), 0}, {32}),
+                        node("indices", "operator.getitem", {ref("max_1"), 1}, {32}, "int64")},
+                       {"values", "indices"}));
+  RowPlan plan;
+  ASSERT_TRUE(plan_rows(g, &plan).ok());
+  ASSERT_EQ(plan.outputs.size(), 2u);
+  EXPECT_FALSE(plan.outputs[0].index);
+  EXPECT_TRUE(plan.outputs[1].index);
+  EXPECT_NE(row_kernel_source(plan, "cuda").find("int64_t* __restrict__ out1"), std::string::npos);
+}
+
+TEST(SynthRowPlan, ReductionsOverDifferentDimsAreRefusedWithTheReason) {
+  Graph g = read(graph({tensor_input("x", "input", {8, 16})},
+                       {node("s0", "aten.sum.dim_IntList", {ref("x"), {1}, true}, {8, 1}),
+                        node("sub", "aten.sub.Tensor", {ref("x"), ref("s0")}, {8, 16}),
+                        node("s1", "aten.sum.dim_IntList", {ref("sub"), {0}}, {16})},
+                       {"s1"}));
+  RowPlan plan;
+  Status s = plan_rows(g, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("reduces other dims"), std::string::npos) << s.message();
+}
+
+TEST(SynthRowPlan, AGraphWithoutAReductionIsNotARowPlan) {
+  Graph g = read(graph({tensor_input("x", "input", {8, 16})},
+                       {node("relu", "aten.relu.default", {ref("x")}, {8, 16})}, {"relu"}));
+  RowPlan plan;
+  Status s = plan_rows(g, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("reduces nothing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
