@@ -8,6 +8,7 @@
 #include "store/store.h"
 #include "synth/capture.h"
 #include "synth/elementwise.h"
+#include "synth/rewrite.h"
 #include "synth/row_plan.h"
 #include "task/task.h"
 #include "util/files.h"
@@ -59,7 +60,8 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
       ->capture_default_str();
   a.command->add_option("--workspace", a.workspace,
                         "the episode's folder (default ~/.cache/cuda-agent/episodes/TASK-synth)");
-  a.command->add_option("--stage", a.eval.stage, "stop after: compile, verify, or run all (profile)")
+  a.command
+      ->add_option("--stage", a.eval.stage, "stop after: compile, verify, or run all (profile)")
       ->check(CLI::IsMember({"compile", "verify", "profile", "all"}))
       ->capture_default_str();
   a.command->add_flag("--json", a.as_json, "print the evaluation record as JSON");
@@ -91,6 +93,9 @@ int OptimizeCommand::run(const std::string& store_path) {
   synth::Graph graph;
   if (Status s = synth::capture_graph(task.path, capture, &runner, &graph); !s.ok()) {
     return fail(s);
+  }
+  for (const auto& rewrite : synth::rewrite_graph(&graph)) {
+    say("rewrite: " + rewrite.name + ": " + rewrite.detail);
   }
   // The plans in order, the first that takes the whole graph writes the candidate.
   std::map<std::string, std::string> files;

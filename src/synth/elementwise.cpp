@@ -80,7 +80,8 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
       operands.push_back(expression);
     }
     std::string name = "v" + std::to_string(p.lines.size());
-    p.lines.push_back("const float " + name + " = " + elementwise_expression(op, operands, &problem) + ";");
+    p.lines.push_back("const float " + name + " = " +
+                      elementwise_expression(op, operands, &problem) + ";");
     if (!problem.empty()) problems.push_back(problem);
     variable[op.value] = name;
     p.ops.push_back(op.name);

@@ -42,6 +42,9 @@ struct Value {
   std::string target;               // a parameter's or buffer's attribute path ("linear.weight")
   std::vector<TensorType> results;  // one per result; empty for a non-tensor (a scalar, None)
   int op = -1;                      // index of the op that makes it, for kind "op"
+  // A view of an input, parameter or buffer that a rewrite made: the Python expression that
+  // makes it in ModelNew.forward ("d.unsqueeze(-1)"); empty for the task's own values.
+  std::string view;
 };
 
 struct Op {

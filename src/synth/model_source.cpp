@@ -8,7 +8,7 @@ std::string module_state_source(const Graph& graph) {
   std::string init;
   std::set<std::string> modules;
   for (const Value& v : graph.values) {
-    if (v.kind != "parameter" && v.kind != "buffer") continue;
+    if ((v.kind != "parameter" && v.kind != "buffer") || !v.view.empty()) continue;
     std::string path = v.target, owner = "self";
     for (std::size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.')) {
       std::string child = owner + "." + path.substr(0, dot);
@@ -18,8 +18,7 @@ std::string module_state_source(const Graph& graph) {
     }
     std::string shape;
     for (auto d : v.results[0].shape) shape += std::to_string(d) + ", ";
-    std::string tensor =
-        "torch.empty((" + shape + "), dtype=torch." + v.results[0].dtype + ")";
+    std::string tensor = "torch.empty((" + shape + "), dtype=torch." + v.results[0].dtype + ")";
     if (v.kind == "parameter") {
       init += "        " + owner + "." + path + " = nn.Parameter(" + tensor + ")\n";
     } else {
@@ -32,12 +31,13 @@ std::string module_state_source(const Graph& graph) {
 std::string forward_parameters(const Graph& graph) {
   std::string signature;
   for (const Value& v : graph.values) {
-    if (v.kind == "input") signature += ", " + v.name;
+    if (v.kind == "input" && v.view.empty()) signature += ", " + v.name;
   }
   return signature;
 }
 
 std::string value_expression(const Value& value) {
+  if (!value.view.empty()) return value.view;
   return value.kind == "input" ? value.name : "self." + value.target;
 }
 

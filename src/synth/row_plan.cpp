@@ -102,9 +102,8 @@ class Planner {
   static json dims_argument(const Op& op) {
     const std::string& n = op.name;
     if (n == "softmax" || n == "log_softmax" || n == "_softmax" || n == "_log_softmax" ||
-        n == "max" || n == "min" || n == "logsumexp" || n == "sum" || n == "mean" ||
-        n == "amax" || n == "amin" || n == "argmax" || n == "argmin" || n == "var" ||
-        n == "std") {
+        n == "max" || n == "min" || n == "logsumexp" || n == "sum" || n == "mean" || n == "amax" ||
+        n == "amin" || n == "argmax" || n == "argmin" || n == "var" || n == "std") {
       if (op.target == "aten.sum.default" || op.target == "aten.mean.default") return nullptr;
       return argument(op, 1, "dim");
     }
@@ -166,7 +165,8 @@ class Planner {
   bool read_input(int value, const std::vector<int>& dims, Info* info) {
     const Value& v = graph_.values[value];
     const TensorType* t = tensor_of(value);
-    if (!t || t->dtype != "float32") return refuse("input " + v.name + " is not one float32 tensor");
+    if (!t || t->dtype != "float32")
+      return refuse("input " + v.name + " is not one float32 tensor");
     bool per_element = false;
     for (std::size_t j = 0; j < dims.size(); ++j) {
       if (t->shape[j] == 1) continue;
@@ -199,8 +199,8 @@ class Planner {
   std::string emit(bool per_element, int level, const std::string& expression,
                    const char* type = "float") {
     std::string name = fresh();
-    p_.lines.push_back({per_element, level,
-                        "const " + std::string(type) + " " + name + " = " + expression + ";"});
+    p_.lines.push_back(
+        {per_element, level, "const " + std::string(type) + " " + name + " = " + expression + ";"});
     return name;
   }
 
@@ -374,8 +374,8 @@ class Planner {
       if (argument(op, 1, "dim").is_null()) return refuse(op.target + " over all dims");
       if (!reduces_d(op, dims_argument(op))) return false;
       std::string a = accumulate(n, x.variable, l + 1);
-      result = row_result(emit(false, l + 1, a + "_i", "int64_t"), l + 1,
-                          keepdim_argument(op, 2), true);
+      result =
+          row_result(emit(false, l + 1, a + "_i", "int64_t"), l + 1, keepdim_argument(op, 2), true);
     } else if (n == "logsumexp") {
       if (!reduces_d(op, dims_argument(op))) return false;
       auto [shift, s] = exp_sum(x);
@@ -451,10 +451,9 @@ class Planner {
     result.level = l;
     result.dims = identity();
     bool log = op.name.find("log") != std::string::npos;
-    result.variable =
-        emit(true, l,
-             log ? x.variable + " - " + shift + " - logf(" + s + ")"
-                 : "expf(" + x.variable + " - " + shift + ") / " + s);
+    result.variable = emit(true, l,
+                           log ? x.variable + " - " + shift + " - logf(" + s + ")"
+                               : "expf(" + x.variable + " - " + shift + ") / " + s);
     known_[op.value] = result;
     p_.ops.push_back(op.name);
     return true;
@@ -518,15 +517,14 @@ class Planner {
       auto it = known_.find(source);
       const json& index = argument(op, 1, "index");
       if (it == known_.end() || it->second.elements.empty() || !index.is_number_integer() ||
-          index.get<int>() < 0 ||
-          index.get<std::size_t>() >= it->second.elements.size()) {
+          index.get<int>() < 0 || index.get<std::size_t>() >= it->second.elements.size()) {
         return refuse(op.target + " of a value that is not a reduction's (values, indices)");
       }
       known_[op.value] = it->second.elements[index.get<std::size_t>()];
       return true;
     }
-    if (n == "expand" || n == "expand_as" || n == "contiguous" || n == "clone" ||
-        n == "alias" || n == "detach") {
+    if (n == "expand" || n == "expand_as" || n == "contiguous" || n == "clone" || n == "alias" ||
+        n == "detach") {
       const TensorType* in = source >= 0 ? tensor_of(source) : nullptr;
       const TensorType* out = tensor_of(op.value);
       auto it = known_.find(source);
@@ -543,7 +541,8 @@ class Planner {
     for (int value : graph_.outputs) {
       auto it = known_.find(value);
       if (it == known_.end() || graph_.values[value].kind != "op" || !it->second.elements.empty()) {
-        problems_.push_back("output " + graph_.values[value].name + " is not a value the plan made");
+        problems_.push_back("output " + graph_.values[value].name +
+                            " is not a value the plan made");
         continue;
       }
       const Info& info = it->second;
@@ -756,11 +755,13 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     row += in2 + std::string("const float* b") + n(k) + " = " + in + "_data + ((o / " + in +
            "_div_o) % " + in + "_mod_o) * " + in + "_stride_o + ((i / " + in + "_div_i) % " + in +
            "_mod_i) * " + in + "_stride_i;\n";
-    if (!plan.inputs[k].per_element) row += in2 + std::string("const float ") + in + " = b" + n(k) + "[0];\n";
+    if (!plan.inputs[k].per_element)
+      row += in2 + std::string("const float ") + in + " = b" + n(k) + "[0];\n";
   }
   row += lines_at(plan, false, 0, in2);
-  const std::string loop = cuda ? "#pragma unroll 4\n    for (int64_t k = ty; live && k < R; k += TY)"
-                                : "for (int64_t k = 0; k < R; ++k)";
+  const std::string loop =
+      cuda ? "#pragma unroll 4\n    for (int64_t k = ty; live && k < R; k += TY)"
+           : "for (int64_t k = 0; k < R; ++k)";
   for (int pass = 1; pass <= plan.passes; ++pass) {
     std::string declare, updates, combine;
     for (const RowAccumulator& a : plan.accumulators) {
@@ -779,8 +780,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
                      a.name + "_i, red, red_i, tx, ty);\n";
         }
       } else if (cuda) {
-        combine += in2 + a.name + " = sa_block_" + a.kind + "<TX, TY>(" + a.name +
-                   ", red, tx, ty);\n";
+        combine +=
+            in2 + a.name + " = sa_block_" + a.kind + "<TX, TY>(" + a.name + ", red, tx, ty);\n";
       }
       updates += "      " + update(a) + "\n";
     }
@@ -793,8 +794,9 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       only_sums = only_sums && a.kind == "sum";
       sums += (sums.empty() ? "" : ", ") + a.name;
     }
-    std::string simd =
-        !cuda && only_sums ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n" : "";
+    std::string simd = !cuda && only_sums
+                           ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n"
+                           : "";
     row += in2 + std::string("// pass ") + n(pass) + "\n" + declare + simd + in2 + loop + " {\n" +
            loads(plan, "      ") + lines_at(plan, true, pass - 1, "      ") + updates + in2 +
            "}\n" + combine + lines_at(plan, false, pass, in2);
@@ -826,8 +828,9 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
                        " pass(es) over each row, each output written once.\n"
                        "#include <math.h>\n#include <stdint.h>\n";
   if (cuda) {
-    source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
-              "#define SA_STEP(step) (step)\n";
+    source +=
+        "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
+        "#define SA_STEP(step) (step)\n";
     source += std::string(kExpressionHelpers) + kArgHelpers + kCudaCombine + "\n";
     source +=
         "// A block takes TX rows side by side and splits each among TY threads (grid-strided).\n"
@@ -840,7 +843,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
         std::string(has_lse ? "  __shared__ float red2[TX * TY];\n" : "") +
         "  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;\n"
         "  const int64_t rows = O * I;\n"
-        "  for (int64_t first = (int64_t)blockIdx.x * TX; first < rows; first += (int64_t)gridDim.x "
+        "  for (int64_t first = (int64_t)blockIdx.x * TX; first < rows; first += "
+        "(int64_t)gridDim.x "
         "* TX) {\n"
         "    const int64_t row = first + tx;\n"
         "    const bool live = row < rows;\n"
@@ -891,8 +895,12 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
               row + "  }\n}\n\n";
     source += "extern \"C\" int fused_rows(" + params +
               ", void* /*stream*/) {\n"
-              "  if (I == 1) rows_of<true>(" + args + ");\n"
-              "  else rows_of<false>(" + args + ");\n"
+              "  if (I == 1) rows_of<true>(" +
+              args +
+              ");\n"
+              "  else rows_of<false>(" +
+              args +
+              ");\n"
               "  return 0;\n}\n";
   }
   return source;
@@ -912,7 +920,10 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
     per_element += std::string(in.per_element ? "True" : "False") + ", ";
   }
   for (const RowOutput& out : plan.outputs) {
-    outputs += std::string("(\"") + (out.per_element ? "element" : out.keepdim ? "row_keepdim" : "row") +
+    outputs += std::string("(\"") +
+               (out.per_element ? "element"
+                : out.keepdim   ? "row_keepdim"
+                                : "row") +
                "\", torch." + (out.index ? "int64" : "float32") + "), ";
   }
   std::string bind = "lib.bind(\"fused_rows\", ";
@@ -922,15 +933,27 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "\"\"\"Generated by cuda-agent's synthesizer: " + ops_text(plan) +
       " in one fused row kernel (kernels/).\"\"\"\n\n"
       "import math\n\nimport torch\nimport torch.nn as nn\n\n"
-      "from utils.kernels import load\n\nlib = load()\nfused_rows = " + bind + "\n\n"
-      "RANK = " + std::to_string(plan.rank) + "\n"
-      "FIRST, LAST = " + std::to_string(plan.first_reduced) + ", " +
-      std::to_string(plan.last_reduced) + "  # the reduced dims of the rows' shape\n"
-      "INPUT_DIMS = (" + dims + ")  # the dim of the rows' shape each input's dim lands on\n"
-      "PER_ELEMENT = (" + per_element + ")  # read along the row, or once per row\n"
-      "OUTPUTS = (" + outputs + ")\n\n\n"
+      "from utils.kernels import load\n\nlib = load()\nfused_rows = " +
+      bind +
+      "\n\n"
+      "RANK = " +
+      std::to_string(plan.rank) +
+      "\n"
+      "FIRST, LAST = " +
+      std::to_string(plan.first_reduced) + ", " + std::to_string(plan.last_reduced) +
+      "  # the reduced dims of the rows' shape\n"
+      "INPUT_DIMS = (" +
+      dims +
+      ")  # the dim of the rows' shape each input's dim lands on\n"
+      "PER_ELEMENT = (" +
+      per_element +
+      ")  # read along the row, or once per row\n"
+      "OUTPUTS = (" +
+      outputs +
+      ")\n\n\n"
       "def row_layout(shapes):\n"
-      "    \"\"\"(output shapes, O, R, I, per input (div_o, mod_o, stride_o, div_i, mod_i, stride_i,\n"
+      "    \"\"\"(output shapes, O, R, I, per input (div_o, mod_o, stride_o, div_i, mod_i, "
+      "stride_i,\n"
       "    step)) for inputs of these shapes: each group of dims (outer, reduced, inner) reads an\n"
       "    input at ((index // div) % mod) * stride.\"\"\"\n"
       "    virtual = []\n"
@@ -955,7 +978,8 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "                continue\n"
       "            first, last = present[0], present[-1]\n"
       "            if any(v[d] != full[d] for d in range(first, last + 1)):\n"
-      "                raise ValueError(f\"an input of shape {shape} is broadcast inside a group\")\n"
+      "                raise ValueError(f\"an input of shape {shape} is broadcast inside a "
+      "group\")\n"
       "            entry.append((math.prod(full[last + 1:hi]), math.prod(v[first:last + 1]),\n"
       "                          strides[last]))\n"
       "        (div_o, mod_o, stride_o), (div_r, mod_r, step), (div_i, mod_i, stride_i) = entry\n"

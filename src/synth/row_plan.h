@@ -26,8 +26,8 @@
 namespace cuda_agent::synth {
 
 struct RowInput {
-  int value = -1;          // the graph value (an input, parameter or buffer)
-  std::vector<int> dims;   // the dim of F each of its dims lands on
+  int value = -1;            // the graph value (an input, parameter or buffer)
+  std::vector<int> dims;     // the dim of F each of its dims lands on
   bool per_element = false;  // it varies along the reduced dims
 };
 
@@ -53,14 +53,14 @@ struct RowOutput {
 };
 
 struct RowPlan {
-  int rank = 0;                        // of F
+  int rank = 0;                             // of F
   int first_reduced = 0, last_reduced = 0;  // D: F's dims first..last
-  std::vector<RowInput> inputs;        // in kernel argument order, read as in0, in1, ...
-  std::vector<RowLine> lines;          // in an order that computes each value before its use
+  std::vector<RowInput> inputs;             // in kernel argument order, read as in0, in1, ...
+  std::vector<RowLine> lines;               // in an order that computes each value before its use
   std::vector<RowAccumulator> accumulators;
   std::vector<RowOutput> outputs;
   int passes = 0;
-  std::vector<std::string> ops;        // the ops fused, in order
+  std::vector<std::string> ops;  // the ops fused, in order
 };
 
 /// The plan for graph, or an InvalidArgument that names each op, dtype, dim or broadcast the

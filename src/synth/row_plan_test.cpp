@@ -15,17 +15,15 @@ json tensor_input(const std::string& name, const std::string& kind, std::vector<
 
 json node(const std::string& name, const std::string& op, json args, json shape,
           json dtype = "float32", json kwargs = json::object()) {
-  return {{"name", name},   {"op", op},      {"args", args}, {"kwargs", kwargs},
-          {"shape", shape}, {"dtype", dtype}};
+  return {{"name", name},     {"op", op},       {"args", args},
+          {"kwargs", kwargs}, {"shape", shape}, {"dtype", dtype}};
 }
 
 json ref(const std::string& name) { return {{"ref", name}}; }
 
 json graph(json inputs, json nodes, json outputs) {
-  return {{"schema", "cuda-agent.graph/1"},
-          {"inputs", inputs},
-          {"nodes", nodes},
-          {"outputs", outputs}};
+  return {
+      {"schema", "cuda-agent.graph/1"}, {"inputs", inputs}, {"nodes", nodes}, {"outputs", outputs}};
 }
 
 Graph read(const json& doc) {
@@ -85,15 +83,15 @@ TEST(SynthRowPlan, LayerNormReadsItsWeightAndBiasAlongTheRow) {
 
 TEST(SynthRowPlan, AReductionOverAMiddleDimRunsStridedRowsWithAPerChannelBias) {
   // min(x + bias, dim=1).values over NCHW: rows are (n, h, w), inner = H*W.
-  Graph g = read(graph(
-      {tensor_input("p_bias", "parameter", {16, 1, 1}, "bias"),
-       tensor_input("x", "input", {2, 16, 4, 8})},
-      {node("add", "aten.add.Tensor", {ref("x"), ref("p_bias")}, {2, 16, 4, 8}),
-       node("min_1", "aten.min.dim", {ref("add"), 1}, json::array({{2, 4, 8}, {2, 4, 8}}),
-            json::array({"float32", "int64"})),
-       node("getitem", "operator.getitem", {ref("min_1"), 0}, {2, 4, 8}),
-       node("tanh", "aten.tanh.default", {ref("getitem")}, {2, 4, 8})},
-      {"tanh"}));
+  Graph g =
+      read(graph({tensor_input("p_bias", "parameter", {16, 1, 1}, "bias"),
+                  tensor_input("x", "input", {2, 16, 4, 8})},
+                 {node("add", "aten.add.Tensor", {ref("x"), ref("p_bias")}, {2, 16, 4, 8}),
+                  node("min_1", "aten.min.dim", {ref("add"), 1},
+                       json::array({{2, 4, 8}, {2, 4, 8}}), json::array({"float32", "int64"})),
+                  node("getitem", "operator.getitem", {ref("min_1"), 0}, {2, 4, 8}),
+                  node("tanh", "aten.tanh.default", {ref("getitem")}, {2, 4, 8})},
+                 {"tanh"}));
   RowPlan plan;
   Status s = plan_rows(g, &plan);
   ASSERT_TRUE(s.ok()) << s.message();

@@ -1,0 +1,26 @@
+/// Rewrites that change the algorithm rather than the schedule, applied to a captured graph
+/// before any plan sees it. Each is proved safe by the IR's shapes and arguments alone, never by
+/// a task's name or sizes:
+///   - dead_op: an op whose value reaches no output is dropped (work whose result is discarded);
+///   - diag_matmul: a product with a diagonal matrix built from a vector is a scaling:
+///     x @ diag(d) scales x's columns (x * d), diag(d) @ x its rows (x * d[:, None]), so a
+///     dense GEMM of n^3 multiply-adds becomes one elementwise pass.
+/// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "synth/graph.h"
+
+namespace cuda_agent::synth {
+
+struct AppliedRewrite {
+  std::string name;    // "dead_op", "diag_matmul"
+  std::string detail;  // what it changed, for a person
+};
+
+/// Rewrites graph in place until no rule applies; returns what was applied, in order.
+std::vector<AppliedRewrite> rewrite_graph(Graph* graph);
+
+}  // namespace cuda_agent::synth

@@ -1,0 +1,78 @@
+#include "synth/rewrite.h"
+
+#include <gtest/gtest.h>
+
+#include "synth/model_source.h"
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+json tensor_input(const std::string& name, std::vector<int> shape) {
+  return {
+      {"name", name}, {"kind", "input"}, {"target", ""}, {"shape", shape}, {"dtype", "float32"}};
+}
+
+json node(const std::string& name, const std::string& op, json args, std::vector<int> shape) {
+  return {{"name", name},   {"op", op},          {"args", args}, {"kwargs", json::object()},
+          {"shape", shape}, {"dtype", "float32"}};
+}
+
+json value_ref(const std::string& name) {
+  json r = json::object();
+  r["ref"] = name;
+  return r;
+}
+
+/// x @ diag(d) (or diag(d) @ x when left), then relu; diag's offset as given.
+Graph diag_product(int n, int m, bool left, int offset = 0) {
+  std::vector<int> x_shape = left ? std::vector<int>{n, m} : std::vector<int>{m, n};
+  json matmul_args = left ? json::array({value_ref("diag"), value_ref("x")})
+                          : json::array({value_ref("x"), value_ref("diag")});
+  json doc = {{"schema", "cuda-agent.graph/1"},
+              {"inputs", {tensor_input("x", x_shape), tensor_input("d", {n})}},
+              {"nodes",
+               {node("diag", "aten.diag.default", {value_ref("d"), offset}, {n, n}),
+                node("matmul", "aten.matmul.default", matmul_args, x_shape),
+                node("relu", "aten.relu.default", {value_ref("matmul")}, x_shape)}},
+              {"outputs", {"relu"}}};
+  Graph g;
+  Status s = read_graph(doc, &g);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return g;
+}
+
+TEST(SynthRewrite, AProductWithADiagonalMatrixBecomesAColumnScaling) {
+  for (auto [n, m] : {std::pair{64, 32}, std::pair{7, 3}}) {  // fires on a perturbed shape too
+    Graph g = diag_product(n, m, /*left=*/false);
+    auto applied = rewrite_graph(&g);
+    ASSERT_EQ(applied.size(), 2u);
+    EXPECT_EQ(applied[0].name, "diag_matmul");
+    EXPECT_EQ(applied[1].name, "dead_op");  // the diagonal matrix is no longer built
+    ASSERT_EQ(g.ops.size(), 2u);
+    EXPECT_EQ(g.ops[0].target, "aten.mul.Tensor");
+    EXPECT_EQ(g.values[g.ops[0].inputs[1]].name, "d");
+    EXPECT_EQ(g.values[g.outputs[0]].name, "relu");
+  }
+}
+
+TEST(SynthRewrite, ADiagonalOnTheLeftScalesRowsThroughAColumnView) {
+  Graph g = diag_product(16, 8, /*left=*/true);
+  rewrite_graph(&g);
+  ASSERT_EQ(g.ops[0].target, "aten.mul.Tensor");
+  const Value& column = g.values[g.ops[0].inputs[1]];
+  EXPECT_EQ(column.results[0].shape, (std::vector<std::int64_t>{16, 1}));
+  EXPECT_EQ(value_expression(column), "d.unsqueeze(-1)");
+  EXPECT_EQ(forward_parameters(g), ", x, d");  // the view is not an input of its own
+}
+
+TEST(SynthRewrite, AnOffDiagonalMatrixIsLeftAlone) {
+  Graph g = diag_product(16, 8, /*left=*/false, /*offset=*/1);
+  auto applied = rewrite_graph(&g);
+  EXPECT_TRUE(applied.empty());
+  EXPECT_EQ(g.ops[1].target, "aten.matmul.default");
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
