@@ -160,10 +160,34 @@ def load_candidate_outputs(path: str, input_sets: list[list]) -> tuple[list, lis
 # --- degenerate tasks (S4, S13): outputs a candidate could match without computing them ------
 
 
-def _within(expected: torch.Tensor, got: torch.Tensor, atol: float, rtol: float) -> bool:
-    e, g = common.as_float64(expected), common.as_float64(got)
-    return bool(torch.isfinite(e).all()) and bool(
-        ((g - e).abs() <= atol + rtol * e.abs()).all())
+# Elements compared at once: a multi-gigabyte output is never copied whole into float64.
+CHUNK = 1 << 24
+
+
+def _chunks(tensor: torch.Tensor):
+    """The tensor's elements (a complex one's real and imaginary parts) in float64 chunks."""
+    flat = tensor.detach()
+    if flat.is_complex():
+        flat = torch.view_as_real(flat)
+    flat = flat.reshape(-1)
+    for start in range(0, flat.numel(), CHUNK):
+        yield flat[start:start + CHUNK].to(torch.float64)
+
+
+def _finite(tensor: torch.Tensor) -> bool:
+    return all(bool(torch.isfinite(chunk).all()) for chunk in _chunks(tensor))
+
+
+def _within(expected: torch.Tensor, got: torch.Tensor | float, atol: float, rtol: float) -> bool:
+    """Whether expected is finite and got (a tensor of its shape, or one number) is within
+    atol + rtol * |expected| of it everywhere."""
+    got_chunks = _chunks(got) if isinstance(got, torch.Tensor) else None
+    for e in _chunks(expected):
+        g = next(got_chunks) if got_chunks is not None else got
+        if not bool(torch.isfinite(e).all()) or not bool(((g - e).abs() <=
+                                                           atol + rtol * e.abs()).all()):
+            return False
+    return True
 
 
 def trivial_output(j: int, expected: list[list], input_sets: list[list], atol: float,
@@ -174,11 +198,12 @@ def trivial_output(j: int, expected: list[list], input_sets: list[list], atol: f
     values = [outputs[j] for outputs in expected]
     if not all(isinstance(v, torch.Tensor) and v.numel() > 0 for v in values):
         return None
-    flat = torch.cat([common.as_float64(v).flatten() for v in values])
-    if not bool(torch.isfinite(flat).all()):
+    if not all(_finite(v) for v in values):
         return None
-    middle = float(flat.min() + flat.max()) / 2
-    if _within(flat, torch.full_like(flat, middle), atol, rtol):
+    low = min(min(float(c.min()) for c in _chunks(v)) for v in values)
+    high = max(max(float(c.max()) for c in _chunks(v)) for v in values)
+    middle = (low + high) / 2
+    if all(_within(v, middle, atol, rtol) for v in values):
         return f"is within tolerance of the constant {middle:.6g} on every input set"
     if len(values) > 1 and all(v.shape == values[0].shape and _within(v, values[0], atol, rtol)
                                for v in values[1:]):

@@ -107,6 +107,8 @@ def test_changed_input_is_detected() -> None:
     x[0, 0] = float("nan")
     original = [[x, 3], [x.clone(), 3]]
     assert check.find_modified_input(original, [[x.clone(), 3], [x.clone(), 3]]) is None
+    # None: the candidate's process found the input unchanged and sent no copy of it.
+    assert check.find_modified_input(original, [[None, None], [None, 3]]) is None
     changed = x.clone()
     changed[2, 1] += 1e-6
     assert check.find_modified_input(original, [[x.clone(), 3], [changed, 3]]) == \
@@ -123,3 +125,18 @@ def test_report_is_strict_json(tmp_path) -> None:
     report = json.loads(path.read_text(), parse_constant=lambda name: pytest.fail(name))
     assert report == {"ok": True, "max_abs_diff": "inf", "got": "nan"}
     assert not (tmp_path / "report.json.tmp").exists()
+
+
+def test_degenerate_outputs_are_found_chunk_by_chunk(monkeypatch) -> None:
+    # Full-size outputs are compared a chunk at a time; a chunk smaller than the output must
+    # give the verdicts a whole comparison gives.
+    monkeypatch.setattr(check, "CHUNK", 7)
+    inputs = [[torch.randn(5, 11)] for _ in range(3)]
+    constant = [[torch.full((5, 11), 0.25) + 1e-4 * torch.randn(5, 11)] for _ in range(3)]
+    assert "constant" in check.trivial_output(0, constant, inputs, 1e-2, 1e-2)
+    copies = [[x[0].clone()] for x in inputs]
+    assert "input 0" in check.trivial_output(0, copies, inputs, 1e-2, 1e-2)
+    varying = [[x[0] * 3 + 1] for x in inputs]
+    assert check.trivial_output(0, varying, inputs, 1e-2, 1e-2) is None
+    varying[2][0][4, 10] = float("nan")  # the last chunk: not finite, so not trivial either
+    assert check.trivial_output(0, varying, inputs, 1e-2, 1e-2) is None
