@@ -47,10 +47,10 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
       problems.push_back(op.target + " is not an elementwise op the fused kernel writes");
       continue;
     }
-    if (v.results.size() != 1 || v.results[0].dtype != "float32") {
+    if (v.results.size() != 1 || !is_float_dtype(v.results[0].dtype)) {
       problems.push_back(op.target + " makes " +
                          (v.results.empty() ? "no tensor" : v.results[0].dtype) +
-                         ", not one float32 tensor");
+                         ", not one float32, bfloat16 or float16 tensor");
       continue;
     }
     std::vector<std::string> operands;
@@ -68,12 +68,14 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
                                ", which the plan has not made");
             continue;
           }
-          if (input.results.size() != 1 || input.results[0].dtype != "float32") {
-            problems.push_back("input " + input.name + " is not one float32 tensor");
+          if (input.results.size() != 1 || !is_float_dtype(input.results[0].dtype)) {
+            problems.push_back("input " + input.name +
+                               " is not one float32, bfloat16 or float16 tensor");
             continue;
           }
           variable[index] = "in" + std::to_string(p.inputs.size());
           p.inputs.push_back(index);
+          p.input_dtypes.push_back(input.results[0].dtype);
         }
         expression = variable[index];
       }
@@ -81,7 +83,9 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
     }
     std::string name = "v" + std::to_string(p.lines.size());
     p.lines.push_back("const float " + name + " = " +
-                      elementwise_expression(op, operands, &problem) + ";");
+                      rounded(elementwise_expression(op, operands, &problem),
+                              v.results[0].dtype) +
+                      ";");
     if (!problem.empty()) problems.push_back(problem);
     variable[op.value] = name;
     p.ops.push_back(op.name);
@@ -93,6 +97,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
     } else {
       p.result = variable[graph.outputs[0]];
       p.output_shape = out.results[0].shape;
+      p.output_dtype = out.results[0].dtype;
       for (int index : p.inputs) {
         const auto& shape = graph.values[index].results[0].shape;
         if (!broadcast_run(shape, p.output_shape)) {
@@ -124,7 +129,7 @@ std::string cpu_rows(const ElementwisePlan& plan, const std::string& params,
   std::string row_params, row_args, steps, flags;
   for (std::size_t i = 0; i < k; ++i) {
     std::string n = std::to_string(i);
-    row_params += "const float* __restrict__ row" + n + ", ";
+    row_params += "const " + element_type(plan.input_dtypes[i]) + "* __restrict__ row" + n + ", ";
     row_args += "row" + n + ", ";
     steps +=
         std::string(i ? " | " : "") + "(step" + n + " ? " + std::to_string(1u << i) + "u : 0u)";
@@ -140,13 +145,14 @@ std::string cpu_rows(const ElementwisePlan& plan, const std::string& params,
     }
   }
   std::string out = "template <int kSteps>\nstatic inline void fused_row(" + row_params +
-                    "float* __restrict__ out_row, int64_t cols, unsigned steps) {\n" + flags +
+                    element_type(plan.output_dtype) + "* __restrict__ out_row, int64_t cols, unsigned steps) {\n" + flags +
                     "#pragma omp simd\n  for (int64_t c = 0; c < cols; ++c) {\n" + loop_body +
                     "  }\n}\n\n";
   out += "extern \"C\" int fused_elementwise(" + params + ", void* /*stream*/) {\n";
   out += "  const unsigned steps = " + (k ? steps : std::string("0u")) + ";\n";
   out += "#pragma omp parallel for schedule(static)\n  for (int64_t r = 0; r < rows; ++r) {\n" +
-         row_setup + "    float* out_row = out + r * cols;\n    switch (steps) {\n";
+         row_setup + "    " + element_type(plan.output_dtype) +
+         "* out_row = out + r * cols;\n    switch (steps) {\n";
   if (k <= kUnswitched) {
     for (unsigned mask = 0; mask < (1u << k); ++mask) {
       out += "      case " + std::to_string(mask) + "u: fused_row<" + std::to_string(mask) + ">(" +
@@ -165,29 +171,30 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
   std::string params, args, row_setup, loads;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     std::string n = std::to_string(k);
-    params += "const float* __restrict__ in" + n + "_data, ";
+    params += "const " + element_type(plan.input_dtypes[k]) + "* __restrict__ in" + n + "_data, ";
     args += "in" + n + "_data, ";
   }
-  params += "float* __restrict__ out, int64_t rows, int64_t cols";
+  params += element_type(plan.output_dtype) + "* __restrict__ out, int64_t rows, int64_t cols";
   args += "out, rows, cols";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     std::string n = std::to_string(k);
     params += ", int64_t div" + n + ", int64_t mod" + n + ", int64_t step" + n;
     args += ", div" + n + ", mod" + n + ", step" + n;
-    row_setup += "    const float* row" + n + " = in" + n + "_data + ((r / div" + n + ") % mod" +
+    row_setup += "    const " + element_type(plan.input_dtypes[k]) + "* row" + n + " = in" + n + "_data + ((r / div" + n + ") % mod" +
                  n + ") * (step" + n + " ? cols : 1);\n";
-    loads += "      const float in" + n + " = step" + n + " ? row" + n + "[c] : row" + n + "[0];\n";
+    loads += "      const float in" + n + " = sa_load(step" + n + " ? row" + n + "[c] : row" + n +
+             "[0]);\n";
   }
   std::string body = loads;
   for (const std::string& line : plan.lines) body += "      " + line + "\n";
-  body += "      out_row[c] = " + plan.result + ";\n";
+  body += "      sa_store(&out_row[c], " + plan.result + ");\n";
 
   std::string ops;
   for (const auto& op : plan.ops) ops += (ops.empty() ? "" : ", ") + op;
   std::string source = "// Generated by cuda-agent's synthesizer: " + ops +
                        ", fused: each input read once, the output written once.\n"
                        "#include <math.h>\n#include <stdint.h>\n";
-  const std::string helpers = std::string(kExpressionHelpers) + "\n";
+  const std::string helpers = std::string(kExpressionHelpers) + dtype_helpers(device) + "\n";
   if (cuda) {
     source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
     source += helpers;
@@ -198,7 +205,7 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         ") {\n"
         "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n" +
         row_setup +
-        "    float* out_row = out + r * cols;\n"
+        "    " + element_type(plan.output_dtype) + "* out_row = out + r * cols;\n"
         "    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {\n" +
         body + "    }\n  }\n}\n\n";
     source +=
@@ -311,7 +318,7 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
        "        out_shape = broadcast_shape(" +
        shapes +
        ")\n"
-       "        out = torch.empty(out_shape, dtype=torch.float32, device=inputs[0].device)\n"
+       "        out = torch.empty(out_shape, dtype=torch." + plan.output_dtype + ", device=inputs[0].device)\n"
        "        rows, cols, layout = row_layout([list(t.shape) for t in inputs], out_shape)\n"
        "        fused_elementwise(*inputs, out, rows, cols, *[n for entry in layout for n in "
        "entry])\n"

@@ -26,6 +26,8 @@ struct ElementwisePlan {
   std::string result;              // the variable holding the output
   std::vector<std::string> ops;    // the ops fused, in order ("relu", "add", ...)
   std::vector<std::int64_t> output_shape;
+  std::vector<std::string> input_dtypes;  // per input: float32, bfloat16 or float16
+  std::string output_dtype = "float32";
 };
 
 /// The plan for graph, or an InvalidArgument that names each op, dtype or broadcast the plan

@@ -88,6 +88,21 @@ TEST(SynthElementwise, KernelsForBothDevicesHaveTheEntryTheModelBinds) {
   EXPECT_EQ(cpu.at("model_new.py"), cuda.at("model_new.py"));
 }
 
+TEST(SynthElementwise, NarrowFloatsAreComputedInFloat32AndRoundedAsTorchRoundsEachOp) {
+  json doc = affine_chain(64, 32);
+  for (auto& input : doc["inputs"]) input["dtype"] = "bfloat16";
+  for (auto& n : doc["nodes"]) n["dtype"] = "bfloat16";
+  ElementwisePlan plan;
+  ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
+  EXPECT_EQ(plan.output_dtype, "bfloat16");
+  EXPECT_EQ(plan.lines[0], "const float v0 = sa_round_bfloat16((in0 * in1));");
+  for (const std::string device : {"cpu", "cuda"}) {
+    std::string source = elementwise_kernel_source(plan, device);
+    EXPECT_NE(source.find("const sa_bf16* __restrict__ in0_data"), std::string::npos) << device;
+    EXPECT_NE(source.find("sa_store(&out_row[c], v3)"), std::string::npos) << device;
+  }
+}
+
 TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
   json doc = affine_chain(64, 32);
   doc["nodes"].push_back(
@@ -98,11 +113,11 @@ TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("aten.sum.dim_IntList"), std::string::npos) << s.message();
 
-  json half = affine_chain(64, 32);
-  half["nodes"][0]["dtype"] = "bfloat16";
-  s = plan_elementwise(read(half), &plan);
+  json integer = affine_chain(64, 32);
+  integer["nodes"][0]["dtype"] = "int32";
+  s = plan_elementwise(read(integer), &plan);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("bfloat16"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("int32"), std::string::npos) << s.message();
 
   json two = affine_chain(64, 32);
   two["outputs"] = {"clamp", "mul"};

@@ -196,6 +196,57 @@ const char* const kExpressionHelpers =
     "SA_FN float sa_max(float a, float b) { return a != a ? a : (a > b ? a : b); }\n"
     "SA_FN float sa_min(float a, float b) { return a != a ? a : (a < b ? a : b); }\n";
 
+bool is_float_dtype(const std::string& dtype) {
+  return dtype == "float32" || dtype == "bfloat16" || dtype == "float16";
+}
+
+std::string element_type(const std::string& dtype) {
+  if (dtype == "bfloat16") return "sa_bf16";
+  if (dtype == "float16") return "sa_f16";
+  return "float";
+}
+
+std::string rounded(const std::string& expression, const std::string& dtype) {
+  if (dtype == "bfloat16" || dtype == "float16") return "sa_round_" + dtype + "(" + expression + ")";
+  return expression;
+}
+
+std::string dtype_helpers(const std::string& device) {
+  std::string common =
+      "SA_FN float sa_load(float x) { return x; }\n"
+      "SA_FN void sa_store(float* p, float x) { *p = x; }\n"
+      "SA_FN void sa_store(int64_t* p, int64_t x) { *p = x; }\n";
+  if (device == "cuda") {
+    return "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
+           "typedef __nv_bfloat16 sa_bf16;\ntypedef __half sa_f16;\n" +
+           common +
+           "SA_FN float sa_load(sa_bf16 x) { return __bfloat162float(x); }\n"
+           "SA_FN float sa_load(sa_f16 x) { return __half2float(x); }\n"
+           "SA_FN void sa_store(sa_bf16* p, float x) { *p = __float2bfloat16_rn(x); }\n"
+           "SA_FN void sa_store(sa_f16* p, float x) { *p = __float2half_rn(x); }\n"
+           "SA_FN float sa_round_bfloat16(float x) { return "
+           "__bfloat162float(__float2bfloat16_rn(x)); }\n"
+           "SA_FN float sa_round_float16(float x) { return __half2float(__float2half_rn(x)); }\n";
+  }
+  // bfloat16 is the high half of a float32; float16 is the compiler's _Float16.
+  return "#include <string.h>\n"
+         "typedef struct { uint16_t bits; } sa_bf16;\ntypedef _Float16 sa_f16;\n" +
+         common +
+         "SA_FN float sa_load(sa_bf16 x) {\n"
+         "  const uint32_t b = (uint32_t)x.bits << 16;\n  float f;\n  memcpy(&f, &b, 4);\n"
+         "  return f;\n}\n"
+         "SA_FN float sa_load(sa_f16 x) { return (float)x; }\n"
+         "SA_FN sa_bf16 sa_to_bf16(float x) {\n"
+         "  uint32_t b;\n  memcpy(&b, &x, 4);\n"
+         "  if (x != x) return sa_bf16{(uint16_t)((b >> 16) | 0x40)};  // a quiet NaN\n"
+         "  b += 0x7FFFu + ((b >> 16) & 1u);  // to nearest, ties to even\n"
+         "  return sa_bf16{(uint16_t)(b >> 16)};\n}\n"
+         "SA_FN void sa_store(sa_bf16* p, float x) { *p = sa_to_bf16(x); }\n"
+         "SA_FN void sa_store(sa_f16* p, float x) { *p = (sa_f16)x; }\n"
+         "SA_FN float sa_round_bfloat16(float x) { return sa_load(sa_to_bf16(x)); }\n"
+         "SA_FN float sa_round_float16(float x) { return (float)(sa_f16)x; }\n";
+}
+
 bool is_elementwise_op(const std::string& base_name) { return rules().count(base_name) > 0; }
 
 std::string elementwise_expression(const Op& op, const std::vector<std::string>& operands,

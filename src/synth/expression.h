@@ -27,6 +27,22 @@ bool is_elementwise_op(const std::string& base_name);
 std::string elementwise_expression(const Op& op, const std::vector<std::string>& operands,
                                    std::string* problem);
 
+/// Whether the kernels read and write tensors of this dtype: float32, bfloat16 and float16.
+/// Whatever the dtype, they compute in float32.
+bool is_float_dtype(const std::string& dtype);
+
+/// The element type in kernel code: "float", "sa_bf16" or "sa_f16".
+std::string element_type(const std::string& dtype);
+
+/// expression rounded to dtype's precision, as torch rounds the result of each op on bfloat16
+/// and float16 tensors (computed in float32, stored in the narrow type); unchanged for float32.
+std::string rounded(const std::string& expression, const std::string& dtype);
+
+/// The element types and their helpers for device "cpu" or "cuda": sa_load(x) (to float),
+/// sa_store(pointer, value) (from float, rounding to nearest even; int64 as it is), and
+/// sa_round_bfloat16 / sa_round_float16. Uses SA_FN.
+std::string dtype_helpers(const std::string& device);
+
 /// The helpers the expressions call (sa_max, sa_min: NaN-propagating like torch), written for a
 /// backend whose function qualifier is the macro SA_FN.
 extern const char* const kExpressionHelpers;
