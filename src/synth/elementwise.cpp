@@ -83,8 +83,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
     }
     std::string name = "v" + std::to_string(p.lines.size());
     p.lines.push_back("const float " + name + " = " +
-                      rounded(elementwise_expression(op, operands, &problem),
-                              v.results[0].dtype) +
+                      rounded(elementwise_expression(op, operands, &problem), v.results[0].dtype) +
                       ";");
     if (!problem.empty()) problems.push_back(problem);
     variable[op.value] = name;
@@ -145,7 +144,8 @@ std::string cpu_rows(const ElementwisePlan& plan, const std::string& params,
     }
   }
   std::string out = "template <int kSteps>\nstatic inline void fused_row(" + row_params +
-                    element_type(plan.output_dtype) + "* __restrict__ out_row, int64_t cols, unsigned steps) {\n" + flags +
+                    element_type(plan.output_dtype) +
+                    "* __restrict__ out_row, int64_t cols, unsigned steps) {\n" + flags +
                     "#pragma omp simd\n  for (int64_t c = 0; c < cols; ++c) {\n" + loop_body +
                     "  }\n}\n\n";
   out += "extern \"C\" int fused_elementwise(" + params + ", void* /*stream*/) {\n";
@@ -180,8 +180,8 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     std::string n = std::to_string(k);
     params += ", int64_t div" + n + ", int64_t mod" + n + ", int64_t step" + n;
     args += ", div" + n + ", mod" + n + ", step" + n;
-    row_setup += "    const " + element_type(plan.input_dtypes[k]) + "* row" + n + " = in" + n + "_data + ((r / div" + n + ") % mod" +
-                 n + ") * (step" + n + " ? cols : 1);\n";
+    row_setup += "    const " + element_type(plan.input_dtypes[k]) + "* row" + n + " = in" + n +
+                 "_data + ((r / div" + n + ") % mod" + n + ") * (step" + n + " ? cols : 1);\n";
     loads += "      const float in" + n + " = sa_load(step" + n + " ? row" + n + "[c] : row" + n +
              "[0]);\n";
   }
@@ -204,8 +204,8 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         params +
         ") {\n"
         "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n" +
-        row_setup +
-        "    " + element_type(plan.output_dtype) + "* out_row = out + r * cols;\n"
+        row_setup + "    " + element_type(plan.output_dtype) +
+        "* out_row = out + r * cols;\n"
         "    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {\n" +
         body + "    }\n  }\n}\n\n";
     source +=
@@ -318,7 +318,9 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
        "        out_shape = broadcast_shape(" +
        shapes +
        ")\n"
-       "        out = torch.empty(out_shape, dtype=torch." + plan.output_dtype + ", device=inputs[0].device)\n"
+       "        out = torch.empty(out_shape, dtype=torch." +
+       plan.output_dtype +
+       ", device=inputs[0].device)\n"
        "        rows, cols, layout = row_layout([list(t.shape) for t in inputs], out_shape)\n"
        "        fused_elementwise(*inputs, out, rows, cols, *[n for entry in layout for n in "
        "entry])\n"

@@ -207,7 +207,8 @@ std::string element_type(const std::string& dtype) {
 }
 
 std::string rounded(const std::string& expression, const std::string& dtype) {
-  if (dtype == "bfloat16" || dtype == "float16") return "sa_round_" + dtype + "(" + expression + ")";
+  if (dtype == "bfloat16" || dtype == "float16")
+    return "sa_round_" + dtype + "(" + expression + ")";
   return expression;
 }
 

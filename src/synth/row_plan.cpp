@@ -165,8 +165,9 @@ class Planner {
   bool read_input(int value, const std::vector<int>& dims, Info* info) {
     const Value& v = graph_.values[value];
     const TensorType* t = tensor_of(value);
-    if (!t || t->dtype != "float32")
-      return refuse("input " + v.name + " is not one float32 tensor");
+    if (!t || !is_float_dtype(t->dtype)) {
+      return refuse("input " + v.name + " is not one float32, bfloat16 or float16 tensor");
+    }
     bool per_element = false;
     for (std::size_t j = 0; j < dims.size(); ++j) {
       if (t->shape[j] == 1) continue;
@@ -187,7 +188,7 @@ class Planner {
     in.variable = "in" + std::to_string(p_.inputs.size());
     in.per_element = per_element;
     in.dims = dims;
-    p_.inputs.push_back({value, dims, per_element});
+    p_.inputs.push_back({value, dims, per_element, t->dtype});
     known_[value] = in;
     *info = in;
     return true;
@@ -264,8 +265,8 @@ class Planner {
 
   bool plan_elementwise(const Op& op, const Value& made) {
     const TensorType* t = tensor_of(op.value);
-    if (!t || t->dtype != "float32") {
-      return refuse(op.target + " does not make one float32 tensor");
+    if (!t || !is_float_dtype(t->dtype)) {
+      return refuse(op.target + " does not make one float32, bfloat16 or float16 tensor");
     }
     const int r = static_cast<int>(t->shape.size());
     // The dims the result lands on: those of a made operand of the same rank, else F's last r.
@@ -307,7 +308,7 @@ class Planner {
       operands.push_back(x.variable);
     }
     std::string problem;
-    std::string expression = elementwise_expression(op, operands, &problem);
+    std::string expression = rounded(elementwise_expression(op, operands, &problem), t->dtype);
     if (!problem.empty()) return refuse(problem);
     if (!result.per_element) {
       // A per-row value keeps the reduced dims (as 1) when its operands did.
@@ -429,9 +430,24 @@ class Planner {
     } else {
       return refuse(op.target + " is a reduction the row kernel does not write");
     }
+    // Rounded to the op's dtype as torch stores it (the indices are exact).
+    const auto& results = graph_.values[op.value].results;
+    Info& values = result.elements.empty() ? result : result.elements[0];
+    if (!results.empty() && results[0].dtype != "float32") {
+      if (!is_float_dtype(results[0].dtype)) {
+        return refuse(op.target + " makes " + results[0].dtype + " values");
+      }
+      values.variable = emit(false, values.level, rounded(values.variable, results[0].dtype));
+    }
     known_[op.value] = result;
     p_.ops.push_back(n);
     return true;
+  }
+
+  /// The dtype of the one tensor op makes.
+  std::string dtype_of(const Op& op) const {
+    const TensorType* t = tensor_of(op.value);
+    return t ? t->dtype : "";
   }
 
   bool plan_softmax(const Op& op) {
@@ -492,7 +508,12 @@ class Planner {
     } else {
       if (!affine(2, "weight", &weight)) return false;
       const json& e = argument(op, 3, "eps");
-      double eps = e.is_number() ? e.get<double>() : 1.1920928955078125e-07;  // float32's eps
+      // torch's default: the machine epsilon of the input's dtype.
+      const std::string dtype = dtype_of(op);
+      double eps = e.is_number()         ? e.get<double>()
+                   : dtype == "bfloat16" ? 0.0078125
+                   : dtype == "float16"  ? 0.0009765625
+                                         : 1.1920928955078125e-07;
       std::string ss = accumulate("sum", emit(true, l, x.variable + " * " + x.variable), l + 1);
       std::string inv =
           emit(false, l + 1, "1.0f / sqrtf(" + ss + " / (float)R + " + literal(eps) + ")");
@@ -504,7 +525,8 @@ class Planner {
     result.per_element = true;
     result.level = op.name == "layer_norm" ? l + 2 : l + 1;
     result.dims = identity();
-    result.variable = emit(true, result.level, scaled);
+    if (!is_float_dtype(dtype_of(op))) return refuse(op.target + " makes " + dtype_of(op));
+    result.variable = emit(true, result.level, rounded(scaled, dtype_of(op)));
     known_[op.value] = result;
     p_.ops.push_back(op.name);
     return true;
@@ -550,7 +572,14 @@ class Planner {
         problems_.push_back("output " + graph_.values[value].name + " is not of the rows' shape");
         continue;
       }
-      p_.outputs.push_back({value, info.per_element, info.keepdim, info.index, info.variable});
+      const auto& results = graph_.values[value].results;
+      std::string dtype = info.index ? "int64" : results.empty() ? "" : results[0].dtype;
+      if (!info.index && !is_float_dtype(dtype)) {
+        problems_.push_back("output " + graph_.values[value].name + " is " + dtype);
+        continue;
+      }
+      p_.outputs.push_back(
+          {value, info.per_element, info.keepdim, info.index, info.variable, dtype});
     }
     if (p_.outputs.empty() && problems_.empty()) problems_.push_back("it returns nothing");
   }
@@ -596,8 +625,8 @@ std::string loads(const RowPlan& plan, const char* indent) {
   std::string s;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
-    s += indent + std::string("const float in") + n(k) + " = b" + n(k) + "[k * SA_STEP(in" + n(k) +
-         "_step)];\n";
+    s += indent + std::string("const float in") + n(k) + " = sa_load(b" + n(k) + "[k * SA_STEP(in" +
+         n(k) + "_step)]);\n";
   }
   return s;
 }
@@ -730,12 +759,13 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   const bool cuda = device == "cuda";
   std::string params, args;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-    params += "const float* __restrict__ in" + n(k) + "_data, ";
+    params +=
+        "const " + element_type(plan.inputs[k].dtype) + "* __restrict__ in" + n(k) + "_data, ";
     args += "in" + n(k) + "_data, ";
   }
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
-    params += std::string(plan.outputs[j].index ? "int64_t" : "float") + "* __restrict__ out" +
-              n(j) + ", ";
+    params += std::string(plan.outputs[j].index ? "int64_t" : element_type(plan.outputs[j].dtype)) +
+              "* __restrict__ out" + n(j) + ", ";
     args += "out" + n(j) + ", ";
   }
   params += "int64_t O, int64_t R, int64_t I";
@@ -752,9 +782,9 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   std::string row;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     std::string in = "in" + n(k);
-    row += in2 + std::string("const float* b") + n(k) + " = " + in + "_data + ((o / " + in +
-           "_div_o) % " + in + "_mod_o) * " + in + "_stride_o + ((i / " + in + "_div_i) % " + in +
-           "_mod_i) * " + in + "_stride_i;\n";
+    row += in2 + std::string("const ") + element_type(plan.inputs[k].dtype) + "* b" + n(k) + " = " +
+           in + "_data + ((o / " + in + "_div_o) % " + in + "_mod_o) * " + in +
+           "_stride_o + ((i / " + in + "_div_i) % " + in + "_mod_i) * " + in + "_stride_i;\n";
     if (!plan.inputs[k].per_element)
       row += in2 + std::string("const float ") + in + " = b" + n(k) + "[0];\n";
   }
@@ -805,10 +835,11 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
     const RowOutput& out = plan.outputs[j];
     if (out.per_element) {
-      element_writes += "      out" + n(j) + "[(o * R + k) * I + i] = " + out.variable + ";\n";
+      element_writes +=
+          "      sa_store(&out" + n(j) + "[(o * R + k) * I + i], " + out.variable + ");\n";
     } else {
-      row_writes += in2 + std::string(cuda ? "if (live && ty == 0) " : "") + "out" + n(j) +
-                    "[row] = " + out.variable + ";\n";
+      row_writes += in2 + std::string(cuda ? "if (live && ty == 0) " : "") + "sa_store(&out" +
+                    n(j) + "[row], " + out.variable + ");\n";
     }
   }
   if (!element_writes.empty()) {
@@ -831,7 +862,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     source +=
         "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
         "#define SA_STEP(step) (step)\n";
-    source += std::string(kExpressionHelpers) + kArgHelpers + kCudaCombine + "\n";
+    source +=
+        std::string(kExpressionHelpers) + dtype_helpers(device) + kArgHelpers + kCudaCombine + "\n";
     source +=
         "// A block takes TX rows side by side and splits each among TY threads (grid-strided).\n"
         "template <int TX, int TY>\n"
@@ -883,7 +915,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
         args + ", s);\n}\n";
   } else {
     source += "\n#define SA_FN static inline\n#define SA_STEP(step) (kUnit ? 1 : (step))\n";
-    source += std::string(kExpressionHelpers) + kArgHelpers + "\n";
+    source += std::string(kExpressionHelpers) + dtype_helpers(device) + kArgHelpers + "\n";
     // kUnit: the rows are contiguous (I == 1), so every input read along them has step 1,
     // known at compile time, and the passes vectorise.
     source += "template <bool kUnit>\nstatic void rows_of(" + params +
@@ -924,7 +956,7 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
                (out.per_element ? "element"
                 : out.keepdim   ? "row_keepdim"
                                 : "row") +
-               "\", torch." + (out.index ? "int64" : "float32") + "), ";
+               "\", torch." + out.dtype + "), ";
   }
   std::string bind = "lib.bind(\"fused_rows\", ";
   for (std::size_t k = 0; k < plan.inputs.size() + plan.outputs.size(); ++k) bind += "\"tensor\", ";

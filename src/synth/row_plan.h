@@ -26,9 +26,10 @@
 namespace cuda_agent::synth {
 
 struct RowInput {
-  int value = -1;            // the graph value (an input, parameter or buffer)
-  std::vector<int> dims;     // the dim of F each of its dims lands on
-  bool per_element = false;  // it varies along the reduced dims
+  int value = -1;                 // the graph value (an input, parameter or buffer)
+  std::vector<int> dims;          // the dim of F each of its dims lands on
+  bool per_element = false;       // it varies along the reduced dims
+  std::string dtype = "float32";  // float32, bfloat16 or float16; read as float32
 };
 
 struct RowAccumulator {
@@ -48,8 +49,9 @@ struct RowOutput {
   int value = -1;
   bool per_element = false;
   bool keepdim = false;  // a per-row output keeps the reduced dims as size 1
-  bool index = false;    // int64 indices rather than float32 values
+  bool index = false;    // int64 indices rather than floating-point values
   std::string variable;
+  std::string dtype = "float32";  // of the tensor written: float32, bfloat16, float16 or int64
 };
 
 struct RowPlan {

@@ -123,6 +123,28 @@ TEST(SynthRowPlan, MaxWithIndicesWritesBothOutputs) {
   EXPECT_NE(row_kernel_source(plan, "cuda").find("int64_t* __restrict__ out1"), std::string::npos);
 }
 
+TEST(SynthRowPlan, ABfloat16NormIsComputedInFloat32AndStoredRounded) {
+  json doc =
+      graph({tensor_input("x", "input", {8, 64})},
+            {node("rms", "aten.rms_norm.default", {ref("x"), {64}}, {8, 64}, "bfloat16")}, {"rms"});
+  doc["inputs"][0]["dtype"] = "bfloat16";
+  RowPlan plan;
+  ASSERT_TRUE(plan_rows(read(doc), &plan).ok());
+  ASSERT_EQ(plan.outputs.size(), 1u);
+  EXPECT_EQ(plan.outputs[0].dtype, "bfloat16");
+  EXPECT_EQ(plan.inputs[0].dtype, "bfloat16");
+  // torch's default eps for bfloat16 is its machine epsilon, 2^-7.
+  bool eps = false;
+  for (const RowLine& line : plan.lines)
+    eps = eps || line.text.find("0.0078125f") != std::string::npos;
+  EXPECT_TRUE(eps);
+  for (const std::string device : {"cpu", "cuda"}) {
+    std::string source = row_kernel_source(plan, device);
+    EXPECT_NE(source.find("const sa_bf16* __restrict__ in0_data"), std::string::npos);
+    EXPECT_NE(source.find("sa_round_bfloat16("), std::string::npos);
+  }
+}
+
 TEST(SynthRowPlan, ReductionsOverDifferentDimsAreRefusedWithTheReason) {
   Graph g = read(graph({tensor_input("x", "input", {8, 16})},
                        {node("s0", "aten.sum.dim_IntList", {ref("x"), {1}, true}, {8, 1}),
