@@ -55,6 +55,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
     }
     std::vector<std::string> operands;
     std::string problem;
+    bool missing = false;  // an operand the plan cannot read: said once, where it was found
     // Operands by argument position: a value's variable, or "" for a scalar.
     for (std::size_t i = 0; op.args.is_array() && i < op.args.size(); ++i) {
       const json& a = op.args[i];
@@ -66,11 +67,13 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
           if (input.kind == "op") {
             problems.push_back(op.target + " reads " + input.name +
                                ", which the plan has not made");
+            missing = true;
             continue;
           }
           if (input.results.size() != 1 || !is_float_dtype(input.results[0].dtype)) {
             problems.push_back("input " + input.name +
                                " is not one float32, bfloat16 or float16 tensor");
+            missing = true;
             continue;
           }
           variable[index] = "in" + std::to_string(p.inputs.size());
@@ -81,6 +84,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
       }
       operands.push_back(expression);
     }
+    if (missing) continue;
     std::string name = "v" + std::to_string(p.lines.size());
     p.lines.push_back("const float " + name + " = " +
                       rounded(elementwise_expression(op, operands, &problem), v.results[0].dtype) +

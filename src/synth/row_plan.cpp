@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "synth/expression.h"
 #include "synth/model_source.h"
@@ -35,15 +36,30 @@ class Planner {
 
   Status plan(RowPlan* out) {
     const Op* anchor = nullptr;
+    bool per_channel = false;  // an op reads weights along dim 1 (batch norm in eval mode)
     for (const Op& op : graph_.ops) {
+      if (op.name == "batch_norm") {
+        per_channel = true;
+        continue;  // elementwise with per-channel statistics: it reduces nothing
+      }
       if (op.op_class == OpClass::kReduction || op.op_class == OpClass::kSoftmax ||
           op.op_class == OpClass::kNormalization) {
         anchor = &op;
         break;
       }
     }
-    if (!anchor) return Status::InvalidArgument("no row plan: the graph reduces nothing");
-    if (!set_iteration_space(*anchor)) return failure();
+    if (anchor) {
+      if (!set_iteration_space(*anchor)) return failure();
+    } else if (per_channel && graph_.outputs.size() == 1 &&
+               graph_.values[graph_.outputs[0]].results.size() == 1 &&
+               !graph_.values[graph_.outputs[0]].results[0].shape.empty()) {
+      // Nothing to reduce: rows along the last dim, zero passes, every value per element.
+      f_ = graph_.values[graph_.outputs[0]].results[0].shape;
+      p_.rank = static_cast<int>(f_.size());
+      p_.first_reduced = p_.last_reduced = p_.rank - 1;
+    } else {
+      return Status::InvalidArgument("no row plan: the graph reduces nothing");
+    }
     for (const Op& op : graph_.ops) {
       if (!plan_op(op)) break;
     }
@@ -120,7 +136,11 @@ class Planner {
     if (p_.rank == 0) return refuse(anchor.target + " reduces a scalar");
     int first = 0, last = 0;
     bool ok;
-    if (anchor.name == "layer_norm" || anchor.name == "rms_norm") {
+    if (anchor.name == "instance_norm") {  // per (sample, channel), over the other dims
+      ok = p_.rank >= 3;
+      first = 2;
+      last = p_.rank - 1;
+    } else if (anchor.name == "layer_norm" || anchor.name == "rms_norm") {
       const json& shape = argument(anchor, 1, "normalized_shape");
       int n = shape.is_array() ? static_cast<int>(shape.size()) : 0;
       ok = n >= 1 && n <= p_.rank;
@@ -475,7 +495,67 @@ class Planner {
     return true;
   }
 
+  /// A per-channel tensor argument (dims {1} of F), or "" when it is None.
+  bool channel_argument(const Op& op, std::size_t index, const char* name, std::string* variable,
+                        int* level) {
+    int value = ref(argument(op, index, name));
+    if (value < 0) return true;
+    Info w;
+    if (!operand_info(value, {1}, &w)) return false;
+    if (w.dims != std::vector<int>{1}) return refuse(op.target + "'s " + name + " is not per channel");
+    *variable = w.variable;
+    *level = std::max(*level, w.level);
+    return true;
+  }
+
+  /// batch_norm in eval mode: (x - running_mean) / sqrt(running_var + eps) * weight + bias per
+  /// channel; instance_norm: the same with each (sample, channel)'s own mean and variance.
+  bool plan_channel_norm(const Op& op) {
+    const bool batch = op.name == "batch_norm";
+    const json& flag = argument(op, 5, batch ? "training" : "use_input_stats");
+    if (!flag.is_boolean() || flag.get<bool>() == batch) {
+      return refuse(op.target + (batch ? " in training mode" : " with running statistics"));
+    }
+    if (p_.rank < 2) return refuse(op.target + " of a tensor without channels");
+    int x_value = op.inputs.empty() ? -1 : op.inputs[0];
+    Info x;
+    if (x_value < 0 || !operand_info(x_value, identity(), &x)) return false;
+    if (x.dims != identity()) return refuse(op.target + " reads a value of another shape");
+    int level = x.level;
+    std::string weight, bias, mean, var;
+    if (!channel_argument(op, 1, "weight", &weight, &level) ||
+        !channel_argument(op, 2, "bias", &bias, &level)) {
+      return false;
+    }
+    const double eps =
+        argument(op, 7, "eps").is_number() ? argument(op, 7, "eps").get<double>() : 1e-5;
+    if (batch) {
+      if (!channel_argument(op, 3, "running_mean", &mean, &level) ||
+          !channel_argument(op, 4, "running_var", &var, &level) || mean.empty() || var.empty()) {
+        return refuse(op.target + " without running statistics");
+      }
+    } else {
+      if (!x.per_element) return refuse(op.target + " reads a value that does not run along the rows");
+      std::tie(mean, var) = moments(x, 0);
+      level = std::max(level, x.level + 2);
+    }
+    std::string scaled = "(" + x.variable + " - " + mean + ") * (1.0f / sqrtf(" + var + " + " +
+                         literal(eps) + "))";
+    if (!weight.empty()) scaled = "(" + scaled + ") * " + weight;
+    if (!bias.empty()) scaled = "(" + scaled + ") + " + bias;
+    if (!is_float_dtype(dtype_of(op))) return refuse(op.target + " makes " + dtype_of(op));
+    Info result;
+    result.per_element = true;
+    result.level = level;
+    result.dims = identity();
+    result.variable = emit(true, level, rounded(scaled, dtype_of(op)));
+    known_[op.value] = result;
+    p_.ops.push_back(op.name);
+    return true;
+  }
+
   bool plan_normalization(const Op& op) {
+    if (op.name == "batch_norm" || op.name == "instance_norm") return plan_channel_norm(op);
     if (op.name != "layer_norm" && op.name != "rms_norm") {
       return refuse(op.target + " is a normalisation the row kernel does not write");
     }

@@ -145,6 +145,35 @@ TEST(SynthRowPlan, ABfloat16NormIsComputedInFloat32AndStoredRounded) {
   }
 }
 
+TEST(SynthRowPlan, ChannelNormsReadTheirWeightsOncePerRow) {
+  // batch_norm (eval) then relu over NCHW: nothing to reduce, zero passes; instance_norm: the
+  // mean and variance of each (sample, channel) over H and W.
+  for (const std::string norm : {"batch_norm", "instance_norm"}) {
+    const bool batch = norm == "batch_norm";
+    json inputs = {tensor_input("p_w", "parameter", {8}, "norm.weight"),
+                   tensor_input("p_b", "parameter", {8}, "norm.bias"),
+                   tensor_input("b_m", "buffer", {8}, "norm.running_mean"),
+                   tensor_input("b_v", "buffer", {8}, "norm.running_var"),
+                   tensor_input("x", "input", {2, 8, 5, 6})};
+    json args = {ref("x"),   ref("p_w"), ref("p_b"), batch ? ref("b_m") : json(nullptr),
+                 batch ? ref("b_v") : json(nullptr), !batch, 0.1, 1e-5, false};
+    Graph g = read(graph(inputs,
+                         {node("norm", "aten." + norm + ".default", args, {2, 8, 5, 6}),
+                          node("relu", "aten.relu.default", {ref("norm")}, {2, 8, 5, 6})},
+                         {"relu"}));
+    RowPlan plan;
+    Status s = plan_rows(g, &plan);
+    ASSERT_TRUE(s.ok()) << norm << ": " << s.message();
+    EXPECT_EQ(plan.passes, batch ? 0 : 2) << norm;
+    EXPECT_EQ(plan.first_reduced, batch ? 3 : 2) << norm;
+    for (const RowInput& in : plan.inputs) {
+      if (g.values[in.value].name == "x") continue;
+      EXPECT_EQ(in.dims, std::vector<int>{1}) << norm;
+      EXPECT_FALSE(in.per_element) << norm;
+    }
+  }
+}
+
 TEST(SynthRowPlan, ReductionsOverDifferentDimsAreRefusedWithTheReason) {
   Graph g = read(graph({tensor_input("x", "input", {8, 16})},
                        {node("s0", "aten.sum.dim_IntList", {ref("x"), {1}, true}, {8, 1}),
