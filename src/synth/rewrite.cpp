@@ -117,11 +117,44 @@ bool rewrite_diag_matmul(Graph* g, std::vector<AppliedRewrite>* applied) {
   return false;
 }
 
+/// An unsqueeze of an input, parameter or buffer becomes a view of it that ModelNew makes
+/// (free: no data moves), so a plan reads the tensor with the size-1 dim in place.
+bool rewrite_input_views(Graph* g, std::vector<AppliedRewrite>* applied) {
+  for (Op& op : g->ops) {
+    if (op.name != "unsqueeze" || op.inputs.size() != 1) continue;
+    const int source = op.inputs[0];
+    const json& dim = argument(op, 1, "dim");
+    if (g->values[source].kind == "op" || !dim.is_number_integer()) continue;
+    const int made = op.value;
+    Value view = g->values[source];
+    view.name = g->values[made].name + "_view";
+    view.results = g->values[made].results;
+    view.view = value_expression(g->values[source]) + ".unsqueeze(" +
+                std::to_string(dim.get<int>()) + ")";
+    view.op = -1;
+    if (g->find(view.name) >= 0) continue;
+    g->values.push_back(view);
+    const int alias = static_cast<int>(g->values.size()) - 1;
+    const std::string from = g->values[made].name;
+    for (Op& reader : g->ops) {
+      for (int& v : reader.inputs) v = v == made ? alias : v;
+      for (auto& a : reader.args) {
+        if (a.is_object() && a.contains("ref") && a["ref"] == from) a["ref"] = view.name;
+      }
+    }
+    for (int& v : g->outputs) v = v == made ? alias : v;
+    applied->push_back({"input_view", from + ": " + view.view + " is a view ModelNew makes"});
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
-  while (rewrite_diag_matmul(graph, &applied) || remove_dead_ops(graph, &applied)) {
+  while (rewrite_diag_matmul(graph, &applied) || rewrite_input_views(graph, &applied) ||
+         remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

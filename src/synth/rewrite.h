@@ -16,7 +16,7 @@
 namespace cuda_agent::synth {
 
 struct AppliedRewrite {
-  std::string name;    // "dead_op", "diag_matmul"
+  std::string name;    // "dead_op", "diag_matmul", "input_view"
   std::string detail;  // what it changed, for a person
 };
 

@@ -76,3 +76,29 @@ TEST(SynthRewrite, AnOffDiagonalMatrixIsLeftAlone) {
 
 }  // namespace
 }  // namespace cuda_agent::synth
+
+namespace cuda_agent::synth {
+namespace {
+
+TEST(SynthRewrite, AnUnsqueezedInputBecomesAViewTheModelMakes) {
+  json doc = {{"schema", "cuda-agent.graph/1"},
+              {"inputs", {tensor_input("x", {6, 10})}},
+              {"nodes",
+               {node("u", "aten.unsqueeze.default", {value_ref("x"), 1}, {6, 1, 10}),
+                node("relu", "aten.relu.default", {value_ref("u")}, {6, 1, 10})}},
+              {"outputs", {"relu"}}};
+  Graph g;
+  ASSERT_TRUE(read_graph(doc, &g).ok());
+  auto applied = rewrite_graph(&g);
+  ASSERT_EQ(applied.size(), 2u);
+  EXPECT_EQ(applied[0].name, "input_view");
+  ASSERT_EQ(g.ops.size(), 1u);  // the unsqueeze itself is gone
+  const Value& view = g.values[g.ops[0].inputs[0]];
+  EXPECT_EQ(view.results[0].shape, (std::vector<std::int64_t>{6, 1, 10}));
+  EXPECT_EQ(value_expression(view), "x.unsqueeze(1)");
+  EXPECT_EQ(g.ops[0].args[0]["ref"], view.name);
+  EXPECT_EQ(forward_parameters(g), ", x");
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
