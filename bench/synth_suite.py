@@ -10,6 +10,7 @@ short resumes where it stopped (--fresh starts over).
 import argparse
 import json
 import math
+import shutil
 import subprocess
 import sys
 import time
@@ -29,11 +30,13 @@ def evaluate(task: Path, args: argparse.Namespace, work: Path) -> dict:
     if record_path.exists():
         return json.loads(record_path.read_text())
     began = time.perf_counter()
+    episode = work / "episodes" / f"{level}-{task.stem}"
+    shutil.rmtree(episode, ignore_errors=True)  # left by a run cut short: it has no record
     row = {"id": f"{level}/{task.stem}", "level": level}
     try:
         done = subprocess.run(
             [binary(), "optimize", str(task), "--device", args.device, "--shrink",
-             str(args.shrink), "--workspace", str(work / "episodes" / f"{level}-{task.stem}"),
+             str(args.shrink), "--workspace", str(episode),
              "--stage", args.stage, "--json"],
             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.task_timeout)
     except subprocess.TimeoutExpired:
@@ -76,8 +79,7 @@ def main() -> int:
 
     work = ROOT / "bench" / "results" / f"synth-suite-work-{args.device}-{args.shrink}-{args.stage}"
     if args.fresh and work.exists():
-        for path in work.glob("*.json"):
-            path.unlink()
+        shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     tasks = [t for level in args.levels for t in sorted((Path(args.suite) / level).glob("*.py"))]
     if args.only:  # in the order given
