@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "task/op_library.h"
+#include "util/text.h"
 
 namespace cuda_agent {
 namespace {
@@ -312,12 +313,6 @@ std::string wrap(const std::string& text, const std::string& indent) {
     start = end + 1;
   }
   if (!line.empty()) out += indent + line + "\n";
-  return out;
-}
-
-std::string join(const std::vector<std::string>& parts, const std::string& sep) {
-  std::string out;
-  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? sep : "") + parts[i];
   return out;
 }
 

@@ -15,6 +15,12 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 }  // namespace
 
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? separator : "") + parts[i];
+  return out;
+}
+
 std::string trim_lines(const std::string& text, std::size_t head, std::size_t tail) {
   std::vector<std::string> lines = split_lines(text);
   if (lines.size() <= head + tail) return text;

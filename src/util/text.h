@@ -1,8 +1,10 @@
-/// Cutting long logs down to what a person (or a model) needs to read.
+/// Text for people: long logs cut down to what a person (or a model) needs to read, and lists
+/// joined into a line.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace cuda_agent {
 
@@ -16,6 +18,9 @@ std::string first_compiler_error(const std::string& log);
 
 /// Compiler output for a person: the first error lifted out on top, then the trimmed log.
 std::string trim_compiler_log(const std::string& log);
+
+/// The parts with separator between them ("a, b, c").
+std::string join(const std::vector<std::string>& parts, const std::string& separator);
 
 /// The last non-empty line of a text, e.g. the exception line of a Python traceback.
 std::string last_line(const std::string& text);
