@@ -220,7 +220,12 @@ class Planner {
     return name;
   }
 
+  /// The accumulator of kind over operand in pass: one per distinct triple, so that mean and
+  /// std of the same row (or two norms of it) share their sums.
   std::string accumulate(const std::string& kind, const std::string& operand, int pass) {
+    for (const RowAccumulator& a : p_.accumulators) {
+      if (a.kind == kind && a.operand == operand && a.pass == pass) return a.name;
+    }
     std::string name = "a" + std::to_string(p_.accumulators.size());
     p_.accumulators.push_back({name, kind, operand, pass});
     return name;
@@ -262,8 +267,7 @@ class Planner {
   }
 
   bool plan_op(const Op& op) {
-    const Value& made = graph_.values[op.value];
-    if (is_elementwise_op(op.name)) return plan_elementwise(op, made);
+    if (is_elementwise_op(op.name)) return plan_elementwise(op);
     switch (op.op_class) {
       case OpClass::kReduction:
         return plan_reduction(op);
@@ -278,7 +282,7 @@ class Planner {
     }
   }
 
-  bool plan_elementwise(const Op& op, const Value& made) {
+  bool plan_elementwise(const Op& op) {
     const TensorType* t = tensor_of(op.value);
     if (!t || !is_float_dtype(t->dtype)) {
       return refuse(op.target + " does not make one float32, bfloat16 or float16 tensor");
@@ -332,7 +336,6 @@ class Planner {
     result.variable = emit(result.per_element, result.level, expression);
     known_[op.value] = result;
     p_.ops.push_back(op.name);
-    (void)made;
     return true;
   }
 
@@ -849,7 +852,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   }
 
   // The body for one row (o, i): every thread of the row runs it; k_begin/k_step split the row.
-  const char* in2 = cuda ? "    " : "    ";
+  const char* in2 = "    ";
   std::string row;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     std::string in = "in" + n(k);
