@@ -2,24 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include "synth/graph_test_util.h"
+
 namespace cuda_agent::synth {
 namespace {
 
 using nlohmann::json;
 
-json tensor_input(const std::string& name, const std::string& kind, std::vector<int> shape,
-                  const std::string& target = "") {
-  return {
-      {"name", name}, {"kind", kind}, {"target", target}, {"shape", shape}, {"dtype", "float32"}};
-}
-
-json node(const std::string& name, const std::string& op, json args, std::vector<int> shape,
-          const std::string& dtype = "float32") {
-  return {{"name", name},   {"op", op},      {"args", args}, {"kwargs", json::object()},
-          {"shape", shape}, {"dtype", dtype}};
-}
-
-json ref(const std::string& name) { return {{"ref", name}}; }
+using namespace testing;
 
 /// clamp(leaky_relu(x * scale + shift, 0.1), -0.5, 2), per-feature scale and shift.
 json affine_chain(int rows, int features) {
@@ -34,13 +24,6 @@ json affine_chain(int rows, int features) {
             node("leaky", "aten.leaky_relu.default", {ref("add"), 0.1}, {rows, features}),
             node("clamp", "aten.clamp.default", {ref("leaky"), -0.5, 2.0}, {rows, features})}},
           {"outputs", {"clamp"}}};
-}
-
-Graph read(const json& doc) {
-  Graph g;
-  Status s = read_graph(doc, &g);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return g;
 }
 
 TEST(SynthElementwise, AChainBecomesOneBodyReadingEachInputOnce) {

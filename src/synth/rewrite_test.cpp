@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "synth/graph_test_util.h"
 #include "synth/model_source.h"
 
 namespace cuda_agent::synth {
@@ -9,33 +10,19 @@ namespace {
 
 using nlohmann::json;
 
-json tensor_input(const std::string& name, std::vector<int> shape) {
-  return {
-      {"name", name}, {"kind", "input"}, {"target", ""}, {"shape", shape}, {"dtype", "float32"}};
-}
-
-json node(const std::string& name, const std::string& op, json args, std::vector<int> shape) {
-  return {{"name", name},   {"op", op},          {"args", args}, {"kwargs", json::object()},
-          {"shape", shape}, {"dtype", "float32"}};
-}
-
-json value_ref(const std::string& name) {
-  json r = json::object();
-  r["ref"] = name;
-  return r;
-}
+using namespace testing;
 
 /// x @ diag(d) (or diag(d) @ x when left), then relu; diag's offset as given.
 Graph diag_product(int n, int m, bool left, int offset = 0) {
   std::vector<int> x_shape = left ? std::vector<int>{n, m} : std::vector<int>{m, n};
-  json matmul_args = left ? json::array({value_ref("diag"), value_ref("x")})
-                          : json::array({value_ref("x"), value_ref("diag")});
+  json matmul_args =
+      left ? json::array({ref("diag"), ref("x")}) : json::array({ref("x"), ref("diag")});
   json doc = {{"schema", "cuda-agent.graph/1"},
-              {"inputs", {tensor_input("x", x_shape), tensor_input("d", {n})}},
+              {"inputs", {tensor_input("x", "input", x_shape), tensor_input("d", "input", {n})}},
               {"nodes",
-               {node("diag", "aten.diag.default", {value_ref("d"), offset}, {n, n}),
+               {node("diag", "aten.diag.default", {ref("d"), offset}, {n, n}),
                 node("matmul", "aten.matmul.default", matmul_args, x_shape),
-                node("relu", "aten.relu.default", {value_ref("matmul")}, x_shape)}},
+                node("relu", "aten.relu.default", {ref("matmul")}, x_shape)}},
               {"outputs", {"relu"}}};
   Graph g;
   Status s = read_graph(doc, &g);
@@ -82,10 +69,10 @@ namespace {
 
 TEST(SynthRewrite, AnUnsqueezedInputBecomesAViewTheModelMakes) {
   json doc = {{"schema", "cuda-agent.graph/1"},
-              {"inputs", {tensor_input("x", {6, 10})}},
+              {"inputs", {tensor_input("x", "input", {6, 10})}},
               {"nodes",
-               {node("u", "aten.unsqueeze.default", {value_ref("x"), 1}, {6, 1, 10}),
-                node("relu", "aten.relu.default", {value_ref("u")}, {6, 1, 10})}},
+               {node("u", "aten.unsqueeze.default", {ref("x"), 1}, {6, 1, 10}),
+                node("relu", "aten.relu.default", {ref("u")}, {6, 1, 10})}},
               {"outputs", {"relu"}}};
   Graph g;
   ASSERT_TRUE(read_graph(doc, &g).ok());

@@ -2,36 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include "synth/graph_test_util.h"
+
 namespace cuda_agent::synth {
 namespace {
 
 using nlohmann::json;
 
-json tensor_input(const std::string& name, const std::string& kind, std::vector<int> shape,
-                  const std::string& target = "") {
-  return {
-      {"name", name}, {"kind", kind}, {"target", target}, {"shape", shape}, {"dtype", "float32"}};
-}
-
-json node(const std::string& name, const std::string& op, json args, json shape,
-          json dtype = "float32", json kwargs = json::object()) {
-  return {{"name", name},     {"op", op},       {"args", args},
-          {"kwargs", kwargs}, {"shape", shape}, {"dtype", dtype}};
-}
-
-json ref(const std::string& name) { return {{"ref", name}}; }
-
-json graph(json inputs, json nodes, json outputs) {
-  return {
-      {"schema", "cuda-agent.graph/1"}, {"inputs", inputs}, {"nodes", nodes}, {"outputs", outputs}};
-}
-
-Graph read(const json& doc) {
-  Graph g;
-  Status s = read_graph(doc, &g);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return g;
-}
+using namespace testing;
 
 /// softmax(x * 0.5, dim=-1) over (rows, cols).
 json scaled_softmax(int rows, int cols) {
@@ -155,8 +133,15 @@ TEST(SynthRowPlan, ChannelNormsReadTheirWeightsOncePerRow) {
                    tensor_input("b_m", "buffer", {8}, "norm.running_mean"),
                    tensor_input("b_v", "buffer", {8}, "norm.running_var"),
                    tensor_input("x", "input", {2, 8, 5, 6})};
-    json args = {ref("x"),   ref("p_w"), ref("p_b"), batch ? ref("b_m") : json(nullptr),
-                 batch ? ref("b_v") : json(nullptr), !batch, 0.1, 1e-5, false};
+    json args = {ref("x"),
+                 ref("p_w"),
+                 ref("p_b"),
+                 batch ? ref("b_m") : json(nullptr),
+                 batch ? ref("b_v") : json(nullptr),
+                 !batch,
+                 0.1,
+                 1e-5,
+                 false};
     Graph g = read(graph(inputs,
                          {node("norm", "aten." + norm + ".default", args, {2, 8, 5, 6}),
                           node("relu", "aten.relu.default", {ref("norm")}, {2, 8, 5, 6})},
