@@ -390,13 +390,15 @@ def save_bundle(value: Any, path: str) -> None:
 
 
 def identical(original: Any, after: Any) -> bool:
-    """Whether after holds exactly original's value (NaN equal to NaN at the same place)."""
+    """Whether after holds exactly original's value (NaN equal to NaN at the same place),
+    compared on after's device (original is moved there one tensor at a time)."""
     if type(after) is not type(original):
         return False
     if not isinstance(original, torch.Tensor):
         return bool(after == original)
     if after.shape != original.shape or after.dtype != original.dtype:
         return False
+    original = original.to(after.device)
     if original.is_floating_point() or original.is_complex():
         nan = original.isnan()
         if not torch.equal(nan, after.isnan()):

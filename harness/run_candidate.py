@@ -49,7 +49,7 @@ def run_set(model: torch.nn.Module, guard: Any, watch: Any, inputs: list, device
     # Each input after the call, for check.py to compare with the original: None where it is
     # unchanged, so that a full-size task's verification holds no second copy of every set.
     after = [None if common.identical(original, value) else value.detach().cpu()
-             for original, value in zip(common.to_device(inputs, device), device_inputs)]
+             for original, value in zip(inputs, device_inputs)]
     return common.to_cpu(result), after
 
 
