@@ -1,5 +1,6 @@
 """Shared by the benchmark scripts: finding the binary, making candidate variants, running eval."""
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -13,6 +14,11 @@ TASK = EXAMPLE / "scale_bias_relu.py"
 
 def binary() -> str:
     return os.environ.get("CUDA_AGENT_BIN", str(ROOT / "build" / "cuda-agent"))
+
+
+def geomean(values: list[float]) -> float:
+    """The geometric mean, NaN for no values."""
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def results_dir() -> Path:

@@ -9,18 +9,13 @@ short resumes where it stopped (--fresh starts over).
 """
 import argparse
 import json
-import math
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import ROOT, binary, results_dir
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+from common import ROOT, binary, geomean, results_dir
 
 
 def evaluate(task: Path, args: argparse.Namespace, work: Path) -> dict:

@@ -7,17 +7,12 @@ beside it as tasks_check.json).
 """
 import argparse
 import json
-import math
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import ROOT, binary, results_dir
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+from common import ROOT, binary, geomean, results_dir
 
 
 def main() -> int:
