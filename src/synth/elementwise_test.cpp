@@ -82,8 +82,24 @@ TEST(SynthElementwise, NarrowFloatsAreComputedInFloat32AndRoundedAsTorchRoundsEa
   for (const std::string device : {"cpu", "cuda"}) {
     std::string source = elementwise_kernel_source(plan, device);
     EXPECT_NE(source.find("const sa_bf16* __restrict__ in0_data"), std::string::npos) << device;
-    EXPECT_NE(source.find("sa_store(&out_row[c], v3)"), std::string::npos) << device;
+    const char* store =
+        device == std::string("cpu") ? "sa_store(&out_row[c], v3)" : "result[q] = v3;";
+    EXPECT_NE(source.find(store), std::string::npos) << device;
   }
+}
+
+TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
+  ElementwisePlan plan;
+  ASSERT_TRUE(plan_elementwise(read(affine_chain(64, 32)), &plan).ok());
+  const std::string source = elementwise_kernel_source(plan, "cuda");
+  // A broadcast input (step 0) is read one element at a time whatever its address.
+  EXPECT_NE(source.find("if (cols % 4 == 0 && sa_aligned4(out) && (!step0 || "
+                        "sa_aligned4(in0_data)) && (!step1 || sa_aligned4(in1_data))"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("return launch<4>("), std::string::npos);
+  EXPECT_NE(source.find("return launch<1>("), std::string::npos);
+  EXPECT_NE(source.find("sa_store_v<V>(out_row + c0, result);"), std::string::npos);
 }
 
 TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {

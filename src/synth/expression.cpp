@@ -212,6 +212,67 @@ std::string rounded(const std::string& expression, const std::string& dtype) {
   return expression;
 }
 
+namespace {
+
+// Four consecutive elements at once (16 bytes of float32, 8 of a 16-bit type), from and to an
+// address aligned to their size; V == 1 is the scalar case.
+const char* const kCudaVectorHelpers =
+    "SA_FN void sa_load4(const float* p, float* v) {\n"
+    "  const float4 x = *reinterpret_cast<const float4*>(p);\n"
+    "  v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;\n}\n"
+    "SA_FN void sa_store4(float* p, const float* v) {\n"
+    "  *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);\n}\n"
+    "SA_FN void sa_load4(const sa_bf16* p, float* v) {\n"
+    "  const uint2 x = *reinterpret_cast<const uint2*>(p);\n"
+    "  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.x));\n"
+    "  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.y));\n"
+    "  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;\n}\n"
+    "SA_FN void sa_store4(sa_bf16* p, const float* v) {\n"
+    "  uint2 x;\n"
+    "  *reinterpret_cast<__nv_bfloat162*>(&x.x) = __floats2bfloat162_rn(v[0], v[1]);\n"
+    "  *reinterpret_cast<__nv_bfloat162*>(&x.y) = __floats2bfloat162_rn(v[2], v[3]);\n"
+    "  *reinterpret_cast<uint2*>(p) = x;\n}\n"
+    "SA_FN void sa_load4(const sa_f16* p, float* v) {\n"
+    "  const uint2 x = *reinterpret_cast<const uint2*>(p);\n"
+    "  const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&x.x));\n"
+    "  const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&x.y));\n"
+    "  v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;\n}\n"
+    "SA_FN void sa_store4(sa_f16* p, const float* v) {\n"
+    "  uint2 x;\n"
+    "  *reinterpret_cast<__half2*>(&x.x) = __floats2half2_rn(v[0], v[1]);\n"
+    "  *reinterpret_cast<__half2*>(&x.y) = __floats2half2_rn(v[2], v[3]);\n"
+    "  *reinterpret_cast<uint2*>(p) = x;\n}\n"
+    "template <int V, class T> SA_FN void sa_load_v(const T* p, float* v) {\n"
+    "  if (V == 4) sa_load4(p, v); else v[0] = sa_load(p[0]);\n}\n"
+    "template <int V, class T> SA_FN void sa_store_v(T* p, const float* v) {\n"
+    "  if (V == 4) sa_store4(p, v); else sa_store(p, v[0]);\n}\n"
+    "// Whether p may be read or written four elements at a time.\n"
+    "template <class T> static bool sa_aligned4(const T* p) {\n"
+    "  return reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0;\n}\n";
+
+}  // namespace
+
+const char* const kCudaLaunchHelpers =
+    "#define SA_TRY(call)                         \\\n"
+    "  do {                                       \\\n"
+    "    const int sa_error = (int)(call);        \\\n"
+    "    if (sa_error != 0) return sa_error;      \\\n"
+    "  } while (0)\n\n"
+    "// How many blocks of kernel, `threads` wide, the device runs at once: its multiprocessors\n"
+    "// times the kernel's occupancy, asked once and kept in *cache.\n"
+    "template <class Kernel>\n"
+    "static int sa_resident_blocks(Kernel kernel, int threads, int* cache, int64_t* blocks) {\n"
+    "  if (*cache == 0) {\n"
+    "    int device = 0, sms = 0, per_sm = 0;\n"
+    "    SA_TRY(cudaGetDevice(&device));\n"
+    "    SA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));\n"
+    "    SA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));\n"
+    "    *cache = sms * (per_sm > 0 ? per_sm : 1);\n"
+    "  }\n"
+    "  *blocks = *cache;\n"
+    "  return 0;\n"
+    "}\n";
+
 std::string dtype_helpers(const std::string& device) {
   std::string common =
       "SA_FN float sa_load(float x) { return x; }\n"
@@ -227,7 +288,8 @@ std::string dtype_helpers(const std::string& device) {
            "SA_FN void sa_store(sa_f16* p, float x) { *p = __float2half_rn(x); }\n"
            "SA_FN float sa_round_bfloat16(float x) { return "
            "__bfloat162float(__float2bfloat16_rn(x)); }\n"
-           "SA_FN float sa_round_float16(float x) { return __half2float(__float2half_rn(x)); }\n";
+           "SA_FN float sa_round_float16(float x) { return __half2float(__float2half_rn(x)); }\n" +
+           kCudaVectorHelpers;
   }
   // bfloat16 is the high half of a float32; float16 is the compiler's _Float16.
   return "#include <string.h>\n"

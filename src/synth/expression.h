@@ -40,8 +40,14 @@ std::string rounded(const std::string& expression, const std::string& dtype);
 
 /// The element types and their helpers for device "cpu" or "cuda": sa_load(x) (to float),
 /// sa_store(pointer, value) (from float, rounding to nearest even; int64 as it is), and
-/// sa_round_bfloat16 / sa_round_float16. Uses SA_FN.
+/// sa_round_bfloat16 / sa_round_float16; on CUDA also sa_load4 / sa_store4 (four elements
+/// at an aligned address), sa_load_v<V> / sa_store_v<V> (V = 4 or 1) and sa_aligned4(pointer).
+/// Uses SA_FN.
 std::string dtype_helpers(const std::string& device);
+
+/// CUDA host helpers for launchers: SA_TRY(call) returns a failed call's error code, and
+/// sa_resident_blocks(kernel, threads, &cache, &blocks) is how many blocks fill the device.
+extern const char* const kCudaLaunchHelpers;
 
 /// The helpers the expressions call (sa_max, sa_min: NaN-propagating like torch), written for a
 /// backend whose function qualifier is the macro SA_FN.

@@ -129,8 +129,8 @@ bool rewrite_input_views(Graph* g, std::vector<AppliedRewrite>* applied) {
     Value view = g->values[source];
     view.name = g->values[made].name + "_view";
     view.results = g->values[made].results;
-    view.view = value_expression(g->values[source]) + ".unsqueeze(" +
-                std::to_string(dim.get<int>()) + ")";
+    view.view =
+        value_expression(g->values[source]) + ".unsqueeze(" + std::to_string(dim.get<int>()) + ")";
     view.op = -1;
     if (g->find(view.name) >= 0) continue;
     g->values.push_back(view);

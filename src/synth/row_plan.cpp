@@ -719,6 +719,18 @@ std::string update(const RowAccumulator& a) {
   return "sa_" + a.kind + "(" + a.name + ", " + a.name + "_i, " + a.operand + ", k);";
 }
 
+// (x / div) % mod, the position of row coordinate x in one of an input's groups of dims:
+// nothing to compute for a unit div or mod, 32-bit arithmetic where everything fits (a 64-bit
+// division costs several times as much, once per row per input), 64-bit otherwise.
+const char* kIndexHelper =
+    "SA_FN int64_t sa_index(int64_t x, int64_t div, int64_t mod) {\n"
+    "  if (mod == 1) return 0;\n"
+    "  if (((x | div | mod) >> 31) == 0) {\n"
+    "    const uint32_t q = div == 1 ? (uint32_t)x : (uint32_t)x / (uint32_t)div;\n"
+    "    return q < (uint32_t)mod ? q : q % (uint32_t)mod;\n"
+    "  }\n"
+    "  return (x / div) % mod;\n}\n";
+
 const char* kArgHelpers =
     "// (v, i) takes (v2, i2) when v2 is the greater (argmax) or smaller (argmin), NaN counting\n"
     "// as beyond every number and ties going to the lower index, as torch does.\n"
@@ -742,90 +754,276 @@ const char* kArgHelpers =
     "i)));\n"
     "  if (take) { v = v2; i = i2; }\n}\n";
 
-/// Block-wide combination of each thread's partial result for its row (CUDA): with TX == 1 the
-/// row's threads are whole warps, which combine by shuffles first.
+/// Block-wide combination of each thread's partial result for its row (CUDA), as one template
+/// over the partial's type (a float; a value and its index; a maximum and its sum of
+/// exponentials) and the function that merges two partials.
 const char* kCudaCombine = R"(
-#define SA_BLOCK_COMBINE(NAME, EXPR)                                              \
-  template <int TX, int TY>                                                       \
-  static __device__ __forceinline__ float NAME(float v, float* red, int tx, int ty) { \
-    if (TY == 1) return v;                                                        \
-    if (TX == 1) {                                                                \
-      for (int offset = 16; offset > 0; offset >>= 1) {                           \
-        const float a = v, b = __shfl_xor_sync(0xffffffffu, v, offset);           \
-        v = EXPR;                                                                 \
-      }                                                                           \
-      __syncthreads();                                                            \
-      if ((ty & 31) == 0) red[ty >> 5] = v;                                       \
-      __syncthreads();                                                            \
-      v = red[0];                                                                 \
-      for (int w = 1; w < TY / 32; ++w) {                                         \
-        const float a = v, b = red[w];                                            \
-        v = EXPR;                                                                 \
-      }                                                                           \
-      return v;                                                                   \
-    }                                                                             \
-    __syncthreads();                                                              \
-    red[ty * TX + tx] = v;                                                        \
-    __syncthreads();                                                              \
-    for (int s = TY / 2; s > 0; s >>= 1) {                                        \
-      if (ty < s) {                                                               \
-        const float a = red[ty * TX + tx], b = red[(ty + s) * TX + tx];           \
-        red[ty * TX + tx] = EXPR;                                                 \
-      }                                                                           \
-      __syncthreads();                                                            \
-    }                                                                             \
-    return red[tx];                                                               \
-  }
-SA_BLOCK_COMBINE(sa_block_sum, a + b)
-SA_BLOCK_COMBINE(sa_block_max, sa_max(a, b))
-SA_BLOCK_COMBINE(sa_block_min, sa_min(a, b))
+struct sa_vi { float v; int64_t i; };  // a value and its index (argmax, argmin)
+struct sa_ms { float m; float s; };    // a running maximum and the sum of exp(x - m)
+SA_FN float sa_shfl(float x, int o) { return __shfl_xor_sync(0xffffffffu, x, o); }
+SA_FN sa_vi sa_shfl(sa_vi x, int o) {
+  return {sa_shfl(x.v, o), (int64_t)__shfl_xor_sync(0xffffffffu, (long long)x.i, o)};
+}
+SA_FN sa_ms sa_shfl(sa_ms x, int o) { return {sa_shfl(x.m, o), sa_shfl(x.s, o)}; }
+struct sa_add_of { __device__ float operator()(float a, float b) const { return a + b; } };
+struct sa_max_of { __device__ float operator()(float a, float b) const { return sa_max(a, b); } };
+struct sa_min_of { __device__ float operator()(float a, float b) const { return sa_min(a, b); } };
+struct sa_argmax_of {
+  __device__ sa_vi operator()(sa_vi a, sa_vi b) const { sa_argmax(a.v, a.i, b.v, b.i); return a; }
+};
+struct sa_argmin_of {
+  __device__ sa_vi operator()(sa_vi a, sa_vi b) const { sa_argmin(a.v, a.i, b.v, b.i); return a; }
+};
+struct sa_lse_of {
+  __device__ sa_ms operator()(sa_ms a, sa_ms b) const { sa_lse_merge(a.m, a.s, b.m, b.s); return a; }
+};
 
-#define SA_BLOCK_ARG(NAME, PICK)                                                          \
-  template <int TX, int TY>                                                               \
-  static __device__ __forceinline__ void NAME(float& v, int64_t& i, float* red,           \
-                                              int64_t* red_i, int tx, int ty) {           \
-    if (TY == 1) return;                                                                  \
-    __syncthreads();                                                                      \
-    red[ty * TX + tx] = v;                                                                \
-    red_i[ty * TX + tx] = i;                                                              \
-    __syncthreads();                                                                      \
-    for (int s = TY / 2; s > 0; s >>= 1) {                                                \
-      if (ty < s) {                                                                       \
-        float a = red[ty * TX + tx];                                                      \
-        int64_t ai = red_i[ty * TX + tx];                                                 \
-        PICK(a, ai, red[(ty + s) * TX + tx], red_i[(ty + s) * TX + tx]);                  \
-        red[ty * TX + tx] = a;                                                            \
-        red_i[ty * TX + tx] = ai;                                                         \
-      }                                                                                   \
-      __syncthreads();                                                                    \
-    }                                                                                     \
-    v = red[tx];                                                                          \
-    i = red_i[tx];                                                                        \
+// Every thread of a row gets the merge of the partials of the row's TY threads. LANES: a row's
+// threads are consecutive lanes (TY a multiple of 32, or TY == 32 with TX rows a block), which
+// merge by shuffles and then, past one warp, through one slot per warp (TX == 1). Else the
+// block's TX rows lie side by side (tx = threadIdx.x % TX) and merge as a tree in shared
+// memory. red holds TX == 1 ? 32 : TX * TY partials.
+template <int TX, int TY, bool LANES, class T, class F>
+SA_FN T sa_combine(T v, T* red, int tx, int ty, F merge) {
+  if (TY == 1) return v;
+  if (LANES) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = merge(v, sa_shfl(v, o));
+    if (TY == 32) return v;
+    __syncthreads();  // the previous combination's readers are done with red
+    if ((ty & 31) == 0) red[ty >> 5] = v;
+    __syncthreads();
+    v = red[0];
+#pragma unroll
+    for (int w = 1; w < TY / 32; ++w) v = merge(v, red[w]);
+    return v;
   }
-SA_BLOCK_ARG(sa_block_argmax, sa_argmax)
-SA_BLOCK_ARG(sa_block_argmin, sa_argmin)
-
-template <int TX, int TY>
-static __device__ __forceinline__ void sa_block_lse(float& m, float& s, float* red, float* red2,
-                                                    int tx, int ty) {
-  if (TY == 1) return;
   __syncthreads();
-  red[ty * TX + tx] = m;
-  red2[ty * TX + tx] = s;
+  red[ty * TX + tx] = v;
   __syncthreads();
-  for (int h = TY / 2; h > 0; h >>= 1) {
-    if (ty < h) {
-      float a = red[ty * TX + tx], as = red2[ty * TX + tx];
-      sa_lse_merge(a, as, red[(ty + h) * TX + tx], red2[(ty + h) * TX + tx]);
-      red[ty * TX + tx] = a;
-      red2[ty * TX + tx] = as;
-    }
+#pragma unroll
+  for (int s = TY / 2; s > 0; s >>= 1) {
+    if (ty < s) red[ty * TX + tx] = merge(red[ty * TX + tx], red[(ty + s) * TX + tx]);
     __syncthreads();
   }
-  m = red[tx];
-  s = red2[tx];
+  return red[tx];
 }
 )";
+
+/// How the threads of a row walk it.
+enum class Walk {
+  kCpu,      // one thread, element by element
+  kStrided,  // CUDA: TY threads, element k by thread k % TY, at any step
+  kCached,   // CUDA, contiguous rows: 4 elements at a time into registers, kept for every pass
+};
+
+/// The combination of accumulator a's partials over the row's threads (CUDA); for "lse", of
+/// the maximum (part 1) or the sum of exponentials (part 2) when the walk takes them apart.
+std::string combine(const RowAccumulator& a, const char* indent, int part = 0) {
+  const std::string at = std::string(indent);
+  if (a.kind == "lse" && part == 1)
+    return at + a.name + " = sa_combine<TX, TY, LANES>(" + a.name +
+           ", red, tx, ty, sa_max_of());\n";
+  if (a.kind == "lse" && part == 2) {
+    return at + a.name + "_s = sa_combine<TX, TY, LANES>(" + a.name +
+           "_s, red, tx, ty, sa_add_of());\n";
+  }
+  if (a.kind == "lse") {
+    return at + "{\n" + at + "  const sa_ms r = sa_combine<TX, TY, LANES>(sa_ms{" + a.name + ", " +
+           a.name + "_s}, red_ms, tx, ty, sa_lse_of());\n" + at + "  " + a.name + " = r.m;\n" + at +
+           "  " + a.name + "_s = r.s;\n" + at + "}\n";
+  }
+  if (a.kind == "argmax" || a.kind == "argmin") {
+    return at + "{\n" + at + "  const sa_vi r = sa_combine<TX, TY, LANES>(sa_vi{" + a.name + ", " +
+           a.name + "_i}, red_vi, tx, ty, sa_" + a.kind + "_of());\n" + at + "  " + a.name +
+           " = r.v;\n" + at + "  " + a.name + "_i = r.i;\n" + at + "}\n";
+  }
+  const std::string merge = a.kind == "sum" ? "sa_add_of()" : "sa_" + a.kind + "_of()";
+  return at + a.name + " = sa_combine<TX, TY, LANES>(" + a.name + ", red, tx, ty, " + merge +
+         ");\n";
+}
+
+/// The cached walk's loop over a thread's elements (in increasing k), with each per-element
+/// input's value and the per-element lines up to `level` in scope, running `body`.
+std::string cached_loop(const RowPlan& plan, int level, const std::string& body) {
+  std::string loads;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    if (plan.inputs[k].per_element)
+      loads += "        const float in" + n(k) + " = c" + n(k) + "[4 * j + q];\n";
+  }
+  return "    #pragma unroll\n"
+         "    for (int j = 0; j < NV; ++j) {\n"
+         "      const int k0 = (j * TY + ty) * 4;\n"
+         "      if (!live || k0 >= R) continue;\n"
+         "#pragma unroll\n"
+         "      for (int q = 0; q < 4; ++q) {\n"
+         "        const int64_t k = k0 + q;\n" +
+         loads + lines_at(plan, true, level, "        ") + body + "      }\n    }\n";
+}
+
+/// Pass `pass` of the cached walk. The row is in registers, so a logsumexp takes its maximum
+/// and then its sum of exponentials in two loops (one exp per element, no rescaling), and an
+/// argmax or argmin, whose thread meets its elements in increasing k, keeps the first best.
+std::string cached_pass(const RowPlan& plan, int pass) {
+  std::string declare, first, second, combines, sums;
+  for (const RowAccumulator& a : plan.accumulators) {
+    if (a.pass != pass) continue;
+    declare += "    float " + a.name + " = " + initial(a.kind) + ";\n";
+    const std::string& x = a.operand;
+    if (a.kind == "lse") {
+      declare += "    float " + a.name + "_s = 0.0f;\n";
+      first += "        " + a.name + " = sa_max(" + a.name + ", " + x + ");\n";
+      second += "        " + a.name + "_s += " + x + " == " + a.name + " ? 1.0f : expf(" + x +
+                " - " + a.name + ");\n";
+      combines += combine(a, "    ", 1);
+      sums += combine(a, "    ", 2);
+      continue;
+    }
+    if (a.kind == "argmax" || a.kind == "argmin") {
+      declare += "    int64_t " + a.name + "_i = INT64_MAX;\n";
+      const char* beats = a.kind == "argmax" ? " > " : " < ";
+      first += "        if (" + x + beats + a.name + " || (" + x + " != " + x + " && " + a.name +
+               " == " + a.name + ")) {\n          " + a.name + " = " + x + ";\n          " +
+               a.name + "_i = k;\n        }\n";
+    } else {
+      first += "        " + update(a) + "\n";
+    }
+    combines += combine(a, "    ");
+  }
+  if (declare.empty()) return "";
+  std::string s =
+      "    // pass " + n(pass) + "\n" + declare + cached_loop(plan, pass - 1, first) + combines;
+  if (!second.empty()) s += cached_loop(plan, pass - 1, second) + sums;
+  return s;
+}
+
+/// The body for one row (o, i), which every thread of the row runs.
+std::string row_body(const RowPlan& plan, Walk walk) {
+  const bool cuda = walk != Walk::kCpu;
+  const char* in2 = "    ";
+  std::string row;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    std::string in = "in" + n(k);
+    row += in2 + std::string("const ") + element_type(plan.inputs[k].dtype) + "* b" + n(k) + " = " +
+           in + "_data + sa_index(o, " + in + "_div_o, " + in + "_mod_o) * " + in +
+           "_stride_o + sa_index(i, " + in + "_div_i, " + in + "_mod_i) * " + in + "_stride_i;\n";
+    if (!plan.inputs[k].per_element)
+      row += in2 + std::string("const float ") + in + " = b" + n(k) + "[0];\n";
+  }
+  if (walk == Walk::kCached) {
+    // The row's share of this thread: NV runs of 4 elements, TY * 4 apart, all loads issued
+    // before any is used.
+    std::string cache;
+    for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+      if (!plan.inputs[k].per_element) continue;
+      row += in2 + std::string("float c") + n(k) + "[4 * NV] = {};\n";
+      cache += "        sa_load4(b" + n(k) + " + k0, c" + n(k) + " + 4 * j);\n";
+    }
+    if (!cache.empty()) {
+      row += in2 + std::string("#pragma unroll\n") + in2 +
+             "for (int j = 0; j < NV; ++j) {\n"
+             "      const int k0 = (j * TY + ty) * 4;\n"
+             "      if (live && k0 < R) {\n" +
+             cache + "      }\n" + in2 + "}\n";
+    }
+    row += lines_at(plan, false, 0, in2);
+    for (int pass = 1; pass <= plan.passes; ++pass)
+      row += cached_pass(plan, pass) + lines_at(plan, false, pass, in2);
+  } else {
+    row += lines_at(plan, false, 0, in2);
+    const std::string loop =
+        walk == Walk::kCpu
+            ? "for (int64_t k = 0; k < R; ++k) {\n"
+            : "#pragma unroll 8\n    for (int64_t k = ty; live && k < R; k += TY) {\n";
+    for (int pass = 1; pass <= plan.passes; ++pass) {
+      std::string declare, updates, combines, sums;
+      bool only_sums = true;
+      for (const RowAccumulator& a : plan.accumulators) {
+        if (a.pass != pass) continue;
+        declare += in2 + std::string("float ") + a.name + " = " + initial(a.kind) + ";\n";
+        if (a.kind == "lse") declare += in2 + std::string("float ") + a.name + "_s = 0.0f;\n";
+        if (a.kind == "argmax" || a.kind == "argmin")
+          declare += in2 + std::string("int64_t ") + a.name + "_i = INT64_MAX;\n";
+        if (cuda) combines += combine(a, in2);
+        updates += "      " + update(a) + "\n";
+        only_sums = only_sums && a.kind == "sum";
+        sums += (sums.empty() ? "" : ", ") + a.name;
+      }
+      if (declare.empty()) continue;
+      // On the CPU a pass whose accumulators are all sums vectorises as an OpenMP reduction.
+      std::string simd = !cuda && only_sums
+                             ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n"
+                             : "";
+      row += in2 + std::string("// pass ") + n(pass) + "\n" + declare + simd + in2 + loop +
+             loads(plan, "      ") + lines_at(plan, true, pass - 1, "      ") + updates + in2 +
+             "}\n" + combines + lines_at(plan, false, pass, in2);
+    }
+    std::string element_writes;
+    for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
+      const RowOutput& out = plan.outputs[j];
+      if (out.per_element) {
+        element_writes +=
+            "      sa_store(&out" + n(j) + "[(o * R + k) * I + i], " + out.variable + ");\n";
+      }
+    }
+    if (!element_writes.empty()) {
+      row += in2 + std::string("// the outputs\n") + in2 + loop + loads(plan, "      ") +
+             lines_at(plan, true, plan.passes, "      ") + element_writes + in2 + "}\n";
+    }
+  }
+  if (walk == Walk::kCached) {
+    // Each run of 4 is computed into r<j> and stored at once.
+    std::string declare, writes, stores;
+    for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
+      if (!plan.outputs[j].per_element) continue;
+      declare += "      float r" + n(j) + "[4];\n";
+      writes += "        r" + n(j) + "[q] = " + plan.outputs[j].variable + ";\n";
+      stores += "      sa_store4(out" + n(j) + " + o * R + k0, r" + n(j) + ");\n";
+    }
+    if (!declare.empty()) {
+      std::string loads;
+      for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+        if (plan.inputs[k].per_element)
+          loads += "        const float in" + n(k) + " = c" + n(k) + "[4 * j + q];\n";
+      }
+      row += in2 + std::string("// the outputs\n") + in2 + "#pragma unroll\n" + in2 +
+             "for (int j = 0; j < NV; ++j) {\n"
+             "      const int k0 = (j * TY + ty) * 4;\n"
+             "      if (!live || k0 >= R) continue;\n" +
+             declare +
+             "#pragma unroll\n"
+             "      for (int q = 0; q < 4; ++q) {\n"
+             "        const int64_t k = k0 + q;\n" +
+             loads + lines_at(plan, true, plan.passes, "        ") + writes + "      }\n" + stores +
+             in2 + "}\n";
+    }
+  }
+  for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
+    const RowOutput& out = plan.outputs[j];
+    if (!out.per_element) {
+      row += in2 + std::string(cuda ? "if (live && ty == 0) " : "") + "sa_store(&out" + n(j) +
+             "[row], " + out.variable + ");\n";
+    }
+  }
+  return row;
+}
+
+/// The cached walk's block shapes, each for contiguous rows of up to 4 * threads * runs
+/// elements, tried in this order: the fewest threads, each holding the most elements, that
+/// cover the row. Rows of one warp go `rows` to a block.
+struct CachedShape {
+  int threads, runs, rows;
+};
+constexpr CachedShape kCachedShapes[] = {{32, 1, 4},   {32, 2, 4},   {32, 4, 4},  {64, 4, 1},
+                                         {128, 4, 1},  {256, 4, 1},  {512, 4, 1}, {512, 8, 1},
+                                         {1024, 4, 1}, {512, 16, 1}, {1024, 8, 1}};
+
+/// Whether a thread of the shape holds its share of `cached` inputs in registers with room for
+/// the rest of the kernel (about 32 registers) under __launch_bounds__(threads).
+bool fits_registers(const CachedShape& shape, int cached) {
+  const int budget = std::min(255, 65536 / (shape.threads * shape.rows));
+  return cached * 4 * shape.runs + 32 <= budget;
+}
 
 }  // namespace
 
@@ -851,77 +1049,6 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     }
   }
 
-  // The body for one row (o, i): every thread of the row runs it; k_begin/k_step split the row.
-  const char* in2 = "    ";
-  std::string row;
-  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-    std::string in = "in" + n(k);
-    row += in2 + std::string("const ") + element_type(plan.inputs[k].dtype) + "* b" + n(k) + " = " +
-           in + "_data + ((o / " + in + "_div_o) % " + in + "_mod_o) * " + in +
-           "_stride_o + ((i / " + in + "_div_i) % " + in + "_mod_i) * " + in + "_stride_i;\n";
-    if (!plan.inputs[k].per_element)
-      row += in2 + std::string("const float ") + in + " = b" + n(k) + "[0];\n";
-  }
-  row += lines_at(plan, false, 0, in2);
-  const std::string loop =
-      cuda ? "#pragma unroll 4\n    for (int64_t k = ty; live && k < R; k += TY)"
-           : "for (int64_t k = 0; k < R; ++k)";
-  for (int pass = 1; pass <= plan.passes; ++pass) {
-    std::string declare, updates, combine;
-    for (const RowAccumulator& a : plan.accumulators) {
-      if (a.pass != pass) continue;
-      declare += in2 + std::string("float ") + a.name + " = " + initial(a.kind) + ";\n";
-      if (a.kind == "lse") {
-        declare += in2 + std::string("float ") + a.name + "_s = 0.0f;\n";
-        if (cuda) {
-          combine += in2 + std::string("sa_block_lse<TX, TY>(") + a.name + ", " + a.name +
-                     "_s, red, red2, tx, ty);\n";
-        }
-      } else if (a.kind == "argmax" || a.kind == "argmin") {
-        declare += in2 + std::string("int64_t ") + a.name + "_i = INT64_MAX;\n";
-        if (cuda) {
-          combine += in2 + std::string("sa_block_") + a.kind + "<TX, TY>(" + a.name + ", " +
-                     a.name + "_i, red, red_i, tx, ty);\n";
-        }
-      } else if (cuda) {
-        combine +=
-            in2 + a.name + " = sa_block_" + a.kind + "<TX, TY>(" + a.name + ", red, tx, ty);\n";
-      }
-      updates += "      " + update(a) + "\n";
-    }
-    if (declare.empty()) continue;
-    // On the CPU a pass whose accumulators are all sums vectorises as an OpenMP reduction.
-    std::string sums;
-    bool only_sums = true;
-    for (const RowAccumulator& a : plan.accumulators) {
-      if (a.pass != pass) continue;
-      only_sums = only_sums && a.kind == "sum";
-      sums += (sums.empty() ? "" : ", ") + a.name;
-    }
-    std::string simd = !cuda && only_sums
-                           ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n"
-                           : "";
-    row += in2 + std::string("// pass ") + n(pass) + "\n" + declare + simd + in2 + loop + " {\n" +
-           loads(plan, "      ") + lines_at(plan, true, pass - 1, "      ") + updates + in2 +
-           "}\n" + combine + lines_at(plan, false, pass, in2);
-  }
-  std::string element_writes, row_writes;
-  for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
-    const RowOutput& out = plan.outputs[j];
-    if (out.per_element) {
-      element_writes +=
-          "      sa_store(&out" + n(j) + "[(o * R + k) * I + i], " + out.variable + ");\n";
-    } else {
-      row_writes += in2 + std::string(cuda ? "if (live && ty == 0) " : "") + "sa_store(&out" +
-                    n(j) + "[row], " + out.variable + ");\n";
-    }
-  }
-  if (!element_writes.empty()) {
-    row += in2 + std::string("// the outputs\n") + in2 + loop + " {\n" + loads(plan, "      ") +
-           lines_at(plan, true, plan.passes, "      ") + element_writes + in2 + "}\n";
-  }
-  row += row_writes;
-
   bool has_arg = false, has_lse = false;
   for (const auto& a : plan.accumulators) {
     has_arg = has_arg || a.kind == "argmax" || a.kind == "argmin";
@@ -932,64 +1059,10 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
                        ", fused: " + n(plan.passes) +
                        " pass(es) over each row, each output written once.\n"
                        "#include <math.h>\n#include <stdint.h>\n";
-  if (cuda) {
-    source +=
-        "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
-        "#define SA_STEP(step) (step)\n";
-    source +=
-        std::string(kExpressionHelpers) + dtype_helpers(device) + kArgHelpers + kCudaCombine + "\n";
-    source +=
-        "// A block takes TX rows side by side and splits each among TY threads (grid-strided).\n"
-        "template <int TX, int TY>\n"
-        "static __global__ void __launch_bounds__(TX * TY) fused_rows_kernel(" +
-        params +
-        ") {\n"
-        "  __shared__ float red[TX * TY];\n" +
-        std::string(has_arg ? "  __shared__ int64_t red_i[TX * TY];\n" : "") +
-        std::string(has_lse ? "  __shared__ float red2[TX * TY];\n" : "") +
-        "  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;\n"
-        "  const int64_t rows = O * I;\n"
-        "  for (int64_t first = (int64_t)blockIdx.x * TX; first < rows; first += "
-        "(int64_t)gridDim.x "
-        "* TX) {\n"
-        "    const int64_t row = first + tx;\n"
-        "    const bool live = row < rows;\n"
-        "    const int64_t o = live ? row / I : 0, i = live ? row % I : 0;\n" +
-        row + "  }\n}\n\n";
-    source +=
-        "template <int TX, int TY>\n"
-        "static int launch(" +
-        params +
-        ", cudaStream_t stream) {\n"
-        "  const int64_t blocks = (O * I + TX - 1) / TX;\n"
-        "  const unsigned grid = (unsigned)(blocks < 132 * 32 ? blocks : 132 * 32);\n"
-        "  fused_rows_kernel<TX, TY><<<grid, TX * TY, 0, stream>>>(" +
-        args +
-        ");\n"
-        "  return (int)cudaGetLastError();\n}\n\n"
-        "extern \"C\" int fused_rows(" +
-        params +
-        ", void* stream) {\n"
-        "  if (O * I == 0) return 0;\n"
-        "  cudaStream_t s = (cudaStream_t)stream;\n"
-        "  // Strided rows: a warp over 32 neighbouring rows reads consecutive addresses.\n"
-        "  if (I >= 16) return launch<32, 8>(" +
-        args +
-        ", s);\n"
-        "  if (R >= 4096) return launch<1, 512>(" +
-        args +
-        ", s);\n"
-        "  if (R >= 1024) return launch<1, 256>(" +
-        args +
-        ", s);\n"
-        "  if (R >= 256) return launch<1, 128>(" +
-        args +
-        ", s);\n"
-        "  return launch<1, 32>(" +
-        args + ", s);\n}\n";
-  } else {
+  if (!cuda) {
     source += "\n#define SA_FN static inline\n#define SA_STEP(step) (kUnit ? 1 : (step))\n";
-    source += std::string(kExpressionHelpers) + dtype_helpers(device) + kArgHelpers + "\n";
+    source +=
+        std::string(kExpressionHelpers) + dtype_helpers(device) + kIndexHelper + kArgHelpers + "\n";
     // kUnit: the rows are contiguous (I == 1), so every input read along them has step 1,
     // known at compile time, and the passes vectorise.
     source += "template <bool kUnit>\nstatic void rows_of(" + params +
@@ -998,7 +1071,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
               "#pragma omp parallel for schedule(static)\n"
               "  for (int64_t row = 0; row < rows; ++row) {\n"
               "    const int64_t o = row / I, i = row % I;\n" +
-              row + "  }\n}\n\n";
+              row_body(plan, Walk::kCpu) + "  }\n}\n\n";
     source += "extern \"C\" int fused_rows(" + params +
               ", void* /*stream*/) {\n"
               "  if (I == 1) rows_of<true>(" +
@@ -1008,7 +1081,118 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
               args +
               ");\n"
               "  return 0;\n}\n";
+    return source;
   }
+
+  const std::string shared =
+      "  __shared__ float red[TX == 1 ? 32 : TX * TY];\n" +
+      std::string(has_arg ? "  __shared__ sa_vi red_vi[TX == 1 ? 32 : TX * TY];\n" : "") +
+      std::string(has_lse ? "  __shared__ sa_ms red_ms[TX == 1 ? 32 : TX * TY];\n" : "");
+  source +=
+      "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
+      "#define SA_STEP(step) (step)\n";
+  source += std::string(kExpressionHelpers) + dtype_helpers(device) + kIndexHelper + kArgHelpers +
+            kCudaCombine + "\n" + kCudaLaunchHelpers + "\n";
+  source +=
+      "// Any rows: a block takes TX rows side by side and splits each among TY threads, a row's\n"
+      "// element k going to thread k % TY.\n"
+      "template <int TX, int TY>\n"
+      "static __global__ void __launch_bounds__(TX * TY) fused_rows_strided(" +
+      params + ") {\n" + shared + "  constexpr bool LANES = TX == 1;\n" +
+      "  const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;\n"
+      "  const int64_t rows = O * I;\n"
+      "  for (int64_t first = (int64_t)blockIdx.x * TX; first < rows; first += "
+      "(int64_t)gridDim.x * TX) {\n"
+      "    const int64_t row = first + tx;\n"
+      "    const bool live = row < rows;\n"
+      "    const int64_t o = live ? sa_index(row, I, O) : 0;\n"
+      "    const int64_t i = live ? sa_index(row, 1, I) : 0;\n" +
+      row_body(plan, Walk::kStrided) + "  }\n}\n\n";
+  source +=
+      "// Contiguous rows (I == 1, 4 | R, aligned): a row's TY threads (a block's, or with TY ==\n"
+      "// 32, a warp's, TX rows to a block) read it 4 elements at a time, NV runs each, into\n"
+      "// registers that every pass then reads.\n"
+      "template <int TX, int TY, int NV>\n"
+      "static __global__ void __launch_bounds__(TX * TY) fused_rows_cached(" +
+      params + ") {\n" + shared +
+      "  constexpr bool LANES = true;\n"
+      "  const int tx = threadIdx.x / TY, ty = threadIdx.x % TY;\n"
+      "  const int64_t i = 0;\n"
+      "  for (int64_t first = (int64_t)blockIdx.x * TX; first < O; first += (int64_t)gridDim.x * "
+      "TX) {\n"
+      "    const int64_t row = first + tx;\n"
+      "    const bool live = row < O;\n"
+      "    const int64_t o = live ? row : 0;\n" +
+      row_body(plan, Walk::kCached) + "  }\n}\n\n";
+  source +=
+      "template <int TX, int TY>\n"
+      "static int launch_strided(" +
+      params +
+      ", cudaStream_t stream) {\n"
+      "  static int resident = 0;\n"
+      "  int64_t most = 0;\n"
+      "  SA_TRY(sa_resident_blocks(fused_rows_strided<TX, TY>, TX * TY, &resident, &most));\n"
+      "  const int64_t blocks = (O * I + TX - 1) / TX;\n"
+      "  fused_rows_strided<TX, TY><<<(unsigned)(blocks < most ? blocks : most), TX * TY, 0, "
+      "stream>>>(" +
+      args +
+      ");\n"
+      "  return (int)cudaGetLastError();\n}\n\n"
+      "template <int TX, int TY, int NV>\n"
+      "static int launch_cached(" +
+      params +
+      ", cudaStream_t stream) {\n"
+      "  static int resident = 0;\n"
+      "  int64_t most = 0;\n"
+      "  SA_TRY(sa_resident_blocks(fused_rows_cached<TX, TY, NV>, TX * TY, &resident, &most));\n"
+      "  const int64_t blocks = (O + TX - 1) / TX;\n"
+      "  fused_rows_cached<TX, TY, NV><<<(unsigned)(blocks < most ? blocks : most), TX * TY, 0, "
+      "stream>>>(" +
+      args +
+      ");\n"
+      "  return (int)cudaGetLastError();\n}\n\n";
+
+  // The cached walk needs every tensor read or written along the rows to be 4-aligned.
+  std::string aligned = "I == 1 && R % 4 == 0";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    if (!plan.inputs[k].per_element) continue;
+    aligned += " && in" + n(k) + "_step == 1 && in" + n(k) +
+               "_stride_o % 4 == 0 && sa_aligned4(in" + n(k) + "_data)";
+  }
+  for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
+    if (plan.outputs[j].per_element) aligned += " && sa_aligned4(out" + n(j) + ")";
+  }
+  source += "extern \"C\" int fused_rows(" + params +
+            ", void* stream) {\n"
+            "  if (O * I == 0) return 0;\n"
+            "  cudaStream_t s = (cudaStream_t)stream;\n"
+            "  if (" +
+            aligned + ") {\n";
+  int cached = 0;
+  for (const RowInput& in : plan.inputs) cached += in.per_element ? 1 : 0;
+  for (const CachedShape& shape : kCachedShapes) {
+    if (!fits_registers(shape, cached)) continue;
+    source += "    if (R <= " + n(4 * shape.threads * shape.runs) + ") return launch_cached<" +
+              n(shape.rows) + ", " + n(shape.threads) + ", " + n(shape.runs) + ">(" + args +
+              ", s);\n";
+  }
+  source +=
+      "  }\n"
+      "  // Strided rows: two warps over 64 neighbouring rows read 256 consecutive bytes.\n"
+      "  if (I >= 16) return launch_strided<64, 8>(" +
+      args +
+      ", s);\n"
+      "  if (R >= 4096) return launch_strided<1, 512>(" +
+      args +
+      ", s);\n"
+      "  if (R >= 1024) return launch_strided<1, 256>(" +
+      args +
+      ", s);\n"
+      "  if (R >= 256) return launch_strided<1, 128>(" +
+      args +
+      ", s);\n"
+      "  return launch_strided<1, 32>(" +
+      args + ", s);\n}\n";
   return source;
 }
 
@@ -1038,7 +1222,7 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   std::string s =
       "\"\"\"Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
       " in one fused row kernel (kernels/).\"\"\"\n\n"
-      "import math\n\nimport torch\nimport torch.nn as nn\n\n"
+      "import functools\nimport math\n\nimport torch\nimport torch.nn as nn\n\n"
       "from utils.kernels import load\n\nlib = load()\nfused_rows = " +
       bind +
       "\n\n"
@@ -1057,6 +1241,7 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "OUTPUTS = (" +
       outputs +
       ")\n\n\n"
+      "@functools.lru_cache(maxsize=64)  # a forward call of known shapes costs one lookup\n"
       "def row_layout(shapes):\n"
       "    \"\"\"(output shapes, O, R, I, per input (div_o, mod_o, stride_o, div_i, mod_i, "
       "stride_i,\n"

@@ -11,7 +11,7 @@
 /// along D) or per row. An input is read through a (div, mod, stride) per group of dims, which
 /// model_new.py computes from the tensors' sizes at run time, so one kernel serves any size.
 ///
-/// On CUDA a block takes TX rows side by side (TX = 32 when rows are strided, so that a warp
+/// On CUDA a block takes TX rows side by side (TX = 64 when rows are strided, so that a warp
 /// reads consecutive addresses; 1 when they are contiguous) and TY threads split each row;
 /// partial results meet in shared memory. On the CPU (OpenMP) each thread takes whole rows.
 #pragma once

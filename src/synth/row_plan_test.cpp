@@ -43,6 +43,32 @@ TEST(SynthRowPlan, ThePlanDoesNotDependOnTheSizes) {
   EXPECT_EQ(row_kernel_source(a, "cpu"), row_kernel_source(b, "cpu"));
 }
 
+TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
+  RowPlan softmax;
+  ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &softmax).ok());
+  const std::string one = row_kernel_source(softmax, "cuda");
+  EXPECT_NE(one.find("if (I == 1 && R % 4 == 0 && in0_step == 1 && in0_stride_o % 4 == 0 && "
+                     "sa_aligned4(in0_data) && sa_aligned4(out0)) {"),
+            std::string::npos);
+  // One row input held: rows up to 32768 elements stay in registers; longer ones, strided.
+  EXPECT_NE(one.find("if (R <= 32768) return launch_cached<1, 512, 16>("), std::string::npos);
+  EXPECT_NE(one.find("return launch_strided<1, 512>("), std::string::npos);
+
+  // Three inputs read along the row (x, weight, bias) leave room for 16384 elements a row.
+  Graph g = read(graph(
+      {tensor_input("p_w", "parameter", {256}, "norm.weight"),
+       tensor_input("p_b", "parameter", {256}, "norm.bias"), tensor_input("x", "input", {8, 256})},
+      {node("ln", "aten.layer_norm.default", {ref("x"), {256}, ref("p_w"), ref("p_b"), 1e-5},
+            {8, 256})},
+      {"ln"}));
+  RowPlan norm;
+  ASSERT_TRUE(plan_rows(g, &norm).ok());
+  const std::string three = row_kernel_source(norm, "cuda");
+  EXPECT_NE(three.find("if (R <= 16384) return launch_cached<1, 512, 8>("), std::string::npos);
+  EXPECT_EQ(three.find("if (R <= 32768)"), std::string::npos);
+  EXPECT_EQ(three.find("launch_cached<1, 1024, 4>("), std::string::npos);  // over 64 registers
+}
+
 TEST(SynthRowPlan, LayerNormReadsItsWeightAndBiasAlongTheRow) {
   Graph g = read(graph(
       {tensor_input("p_w", "parameter", {256}, "norm.weight"),

@@ -1,0 +1,218 @@
+"""Times the synthesizer's kernels beside eager and torch.compile, one process per task, at the
+task's size: `cuda-agent optimize --stage compile` writes model_new.py and kernels/, nvcc builds
+them, and a child process checks the candidate's outputs against eager on random inputs, then
+times eager, torch.compile and the candidate with CUDA events, the L2 cache flushed before each
+call. Quicker than synth_suite.py (no sandbox, no secret seeds, one input set), so it is the
+script for working on the kernels; the figures that count are synth_suite.py's, through the
+evaluator. Writes synth_kernels.json; each task's row is kept in synth-kernels-work so that a run
+cut short resumes (--fresh starts over).
+
+    source bench/device_env.sh && python3 bench/synth_kernels.py [--only level1/011_sum_dim ...]
+"""
+import argparse
+import concurrent.futures
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import ROOT, binary, geomean, results_dir
+
+LIB_ENV = "CUDA_AGENT_KERNEL_LIB"
+
+
+def child(task: str, workspace: str, lib: str, reps: int) -> dict:
+    """Runs in its own process: correctness and times of one task's candidate (reps 0: only
+    compile the reference with torch.compile and run it once, which fills inductor's caches)."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location("task_module", task)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    os.environ[LIB_ENV] = lib
+    sys.path.insert(0, workspace)
+    import model_new  # noqa: E402 (the workspace is on the path only now)
+
+    torch.manual_seed(0)
+    init = module.get_init_inputs()
+    reference = module.Model(*init).cuda().eval()
+    candidate = model_new.ModelNew(*init)
+    own, theirs = candidate.state_dict(), reference.state_dict()
+    if own.keys() == theirs.keys():
+        candidate.load_state_dict(theirs)
+    candidate = candidate.cuda().eval()
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+
+    def as_list(value):
+        return list(value) if isinstance(value, (tuple, list)) else [value]
+
+    row = {}
+    with torch.no_grad():
+        expected, got = as_list(reference(*inputs)), as_list(candidate(*inputs))
+        torch.cuda.synchronize()
+        worst, correct = 0.0, len(expected) == len(got)
+        for e, g in zip(expected, got):
+            same = e.shape == g.shape and e.dtype == g.dtype
+            if same and e.is_floating_point():
+                diff = (e.float() - g.float()).abs()
+                worst = max(worst, float(diff.max()))
+                same = bool(torch.allclose(g.float(), e.float(), atol=1e-2, rtol=1e-2))
+            elif same:
+                same = bool(torch.equal(e, g))
+            correct = correct and same
+        row.update(correct=correct, max_abs_diff=worst)
+        del expected, got
+        compiled = torch.compile(reference)
+        if reps == 0:
+            compiled(*inputs)
+            torch.cuda.synchronize()
+            return row
+        flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+
+        def median_ms(fn) -> float:
+            for _ in range(5):
+                fn(*inputs)
+            times = []
+            for _ in range(reps):
+                flush.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn(*inputs)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+            return statistics.median(times)
+
+        # Interleaved rounds, so that a drift of the clock touches all three alike.
+        rounds = {"eager_ms": [], "compile_ms": [], "candidate_ms": []}
+        for _ in range(3):
+            rounds["eager_ms"].append(median_ms(reference))
+            rounds["compile_ms"].append(median_ms(compiled))
+            rounds["candidate_ms"].append(median_ms(candidate))
+    row.update({k: min(v) for k, v in rounds.items()})
+    return row
+
+
+def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
+    """Writes and builds the candidate, then warms torch.compile's caches for the task (this
+    part runs several tasks at once). The row so far: "lib" set, or an outcome."""
+    level = task.parent.name
+    row = {"id": f"{level}/{task.stem}", "level": level}
+    workspace = work / "episodes" / f"{level}-{task.stem}"
+    shutil.rmtree(workspace, ignore_errors=True)
+    made = subprocess.run([binary(), "optimize", str(task), "--device", "cuda", "--shrink",
+                           str(args.shrink), "--workspace", str(workspace), "--stage", "compile"],
+                          text=True, capture_output=True)
+    if made.returncode != 0:
+        return dict(row, outcome="no_candidate", reason=" ".join(made.stderr.split())[-300:])
+    lib = workspace / "build" / "libkernels.so"
+    lib.parent.mkdir(exist_ok=True)
+    sources = sorted(str(p) for p in (workspace / "kernels").glob("*.cu"))
+    began = time.perf_counter()
+    built = subprocess.run(["nvcc", "-O3", "-std=c++17", f"-arch={args.arch}", "-shared",
+                            "-Xcompiler", "-fPIC", "-o", str(lib), *sources],
+                           text=True, capture_output=True)
+    row["nvcc_s"] = round(time.perf_counter() - began, 1)
+    if built.returncode != 0:
+        return dict(row, outcome="compile_error", reason=built.stderr[-300:])
+    row.update(workspace=str(workspace), lib=str(lib))
+    try:
+        run_child(row, 0, args.task_timeout)
+    except (subprocess.TimeoutExpired, RuntimeError):
+        pass  # the timed run meets the same problem and reports it
+    return row
+
+
+def run_child(row: dict, reps: int, timeout: int) -> dict:
+    workspace = Path(row["workspace"])
+    done = subprocess.run([sys.executable, __file__, "--child", str(workspace / "model.py"),
+                           str(workspace), row["lib"], str(reps)],
+                          text=True, capture_output=True, timeout=timeout)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        error = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        raise RuntimeError(error[-1] if error else f"exit status {done.returncode}")
+    return json.loads(lines[-1])
+
+
+def measure(row: dict, args: argparse.Namespace, work: Path) -> dict:
+    """Times a prepared candidate (one task at a time) and keeps its row."""
+    if "lib" in row:
+        try:
+            row.update(run_child(row, args.reps, args.task_timeout))
+        except subprocess.TimeoutExpired:
+            return dict(row, outcome="timeout", reason=f"past {args.task_timeout} s")  # not kept
+        except RuntimeError as error:
+            row.update(outcome="error", reason=str(error)[-400:])
+        else:
+            row["outcome"] = "pass" if row["correct"] else "mismatch"
+            row["vs_eager"] = row["eager_ms"] / row["candidate_ms"]
+            row["vs_compile"] = row["compile_ms"] / row["candidate_ms"]
+        del row["lib"], row["workspace"]
+    (work / f"{row['level']}-{row['id'].split('/')[1]}.json").write_text(json.dumps(row) + "\n")
+    return row
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        task, workspace, lib, reps = sys.argv[2:6]
+        print(json.dumps(child(task, workspace, lib, int(reps))))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=[], help="level/name ids, in this order")
+    parser.add_argument("--levels", nargs="*", default=["level1", "level2", "level3"])
+    parser.add_argument("--shrink", type=int, default=1)
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--task-timeout", type=int, default=300)
+    parser.add_argument("--jobs", type=int, default=8, help="tasks prepared at once")
+    parser.add_argument("--fresh", action="store_true")
+    args = parser.parse_args()
+
+    out = results_dir()
+    work = out / "synth-kernels-work"
+    if args.fresh:
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    tasks = ([ROOT / "tasks" / f"{i}.py" for i in args.only] if args.only else
+             [t for level in args.levels for t in sorted((ROOT / "tasks" / level).glob("*.py"))])
+    kept = {t: work / f"{t.parent.name}-{t.stem}.json" for t in tasks}
+    todo = [t for t in tasks if not kept[t].exists()]
+    print(f"preparing {len(todo)} task(s), {args.jobs} at a time", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        prepared = dict(zip(todo, pool.map(lambda t: prepare(t, args, work), todo)))
+    rows = []
+    print(f"{'task':48} {'outcome':12} {'eager ms':>9} {'compile ms':>10} {'ours ms':>8} "
+          f"{'vs eager':>8} {'vs compile':>10}", flush=True)
+    for task in tasks:
+        row = (json.loads(kept[task].read_text()) if task not in prepared
+               else measure(prepared[task], args, work))
+        rows.append(row)
+        if row.get("outcome") in ("pass", "mismatch"):
+            print(f"{row['id']:48} {row['outcome']:12} {row['eager_ms']:9.3f} "
+                  f"{row['compile_ms']:10.3f} {row['candidate_ms']:8.3f} {row['vs_eager']:8.2f} "
+                  f"{row['vs_compile']:10.2f}", flush=True)
+        else:
+            print(f"{row['id']:48} {row['outcome']:12} {row.get('reason', '')[:80]}", flush=True)
+    measured = [r for r in rows if r.get("outcome") == "pass"]
+    summary = {
+        "tasks": len(rows),
+        "candidates": sum(1 for r in rows if r.get("outcome") != "no_candidate"),
+        "correct": len(measured),
+        "faster_than_compile": sum(1 for r in measured if r["vs_compile"] > 1.0),
+        "geomean_vs_compile": geomean([r["vs_compile"] for r in measured]),
+        "geomean_vs_eager": geomean([r["vs_eager"] for r in measured]),
+    }
+    print(json.dumps(summary))
+    (out / "synth_kernels.json").write_text(json.dumps({"summary": summary, "rows": rows},
+                                                       indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
