@@ -1,6 +1,10 @@
 #include "cli/optimize_command.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <iostream>
+#include <optional>
 
 #include "cli/exit_status.h"
 #include "eval/evaluator.h"
@@ -30,6 +34,109 @@ fs::path fresh_workspace(const std::string& task_id) {
   }
 }
 
+/// Times a passing candidate's launch configurations through the evaluator and leaves the
+/// fastest in the workspace, filing it in the tuning database; or, when the database already
+/// has a winner for the candidate's pattern, class of sizes and device, starts from that one.
+/// Every configuration is in the one compiled library, so each try is an evaluation without a
+/// compile; each is stored like any other evaluation.
+struct Tuner {
+  const synth::Candidate& candidate;
+  fs::path dir;
+  Evaluator* evaluator;
+  Store* store;
+  std::function<void(const std::string&)> say;
+
+  /// *result: the default configuration's evaluation, replaced by the winner's.
+  Status run(bool again, EvalResult* result, nlohmann::json* report) {
+    const TuningKey key{candidate.pattern, candidate.shape_class, result->device_name};
+    std::optional<nlohmann::json> known;
+    if (Status s = store->get_tuning(key, &known); !s.ok()) return s;
+    const auto& configs = candidate.configs;
+    auto find = [&](int id) {
+      return std::find_if(configs.begin(), configs.end(),
+                          [id](const synth::KernelConfig& c) { return c.id == id; });
+    };
+    (*report)["shape_class"] = candidate.shape_class;
+    if (known && !again && known->contains("config") &&
+        find((*known)["config"].get<int>()) != configs.end()) {
+      const auto winner = find((*known)["config"].get<int>());
+      say("tune: the tuning database has " + winner->label + " for " + candidate.shape_class +
+          " on " + key.device);
+      (*report)["from_database"] = true;
+      (*report)["config"] = winner->id;
+      (*report)["label"] = winner->label;
+      if (winner == configs.begin()) return Status::OK();  // the default, evaluated already
+      EvalResult tuned;
+      if (Status s = evaluate(winner->id, &tuned); !s.ok()) return s;
+      if (tuned.passed()) {
+        *result = tuned;
+        return Status::OK();
+      }
+      say("tune: it fails here (" + tuned.reason + "); back to the default");
+      return evaluate(configs.front().id, result);
+    }
+    std::size_t best = 0;
+    EvalResult best_result = *result;
+    nlohmann::json tried = nlohmann::json::array();
+    tried.push_back(attempt(configs[0], *result));
+    for (std::size_t c = 1; c < configs.size(); ++c) {
+      say("tune: " + std::to_string(c + 1) + "/" + std::to_string(configs.size()) + ": " +
+          configs[c].label);
+      EvalResult r;
+      if (Status s = evaluate(configs[c].id, &r); !s.ok()) return s;
+      tried.push_back(attempt(configs[c], r));
+      if (r.passed() && r.candidate_us && *r.candidate_us < *best_result.candidate_us) {
+        best = c;
+        best_result = r;
+      }
+    }
+    // The workspace keeps the winner; its evaluation is the one reported.
+    if (Status s = write_config(configs[best].id); !s.ok()) return s;
+    *result = best_result;
+    say("tune: fastest " + configs[best].label + " (" + format_us(*best_result.candidate_us) +
+        " us) of " + std::to_string(configs.size()));
+    nlohmann::json record = nlohmann::json::object();
+    record["config"] = configs[best].id;
+    record["label"] = configs[best].label;
+    record["candidate_us"] = *best_result.candidate_us;
+    record["evaluation"] = best_result.id;
+    record["tried"] = tried;
+    if (Status s = store->put_tuning(key, record); !s.ok()) return s;
+    (*report)["from_database"] = false;
+    (*report)["config"] = configs[best].id;
+    (*report)["label"] = configs[best].label;
+    (*report)["tried"] = tried;
+    return Status::OK();
+  }
+
+  Status write_config(int id) {
+    std::string model;
+    if (Status s = read_file(dir / "model_new.py", &model); !s.ok()) return s;
+    return write_file_atomic(dir / "model_new.py", synth::with_config(model, id));
+  }
+
+  Status evaluate(int id, EvalResult* r) {
+    if (Status s = write_config(id); !s.ok()) return s;
+    return evaluator->evaluate(dir, r);
+  }
+
+  static nlohmann::json attempt(const synth::KernelConfig& config, const EvalResult& r) {
+    nlohmann::json a = nlohmann::json::object();
+    a["config"] = config.id;
+    a["label"] = config.label;
+    a["outcome"] = outcome_name(r.outcome);
+    a["evaluation"] = r.id;
+    if (r.candidate_us) a["candidate_us"] = *r.candidate_us;
+    return a;
+  }
+
+  static std::string format_us(double us) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", us);
+    return text;
+  }
+};
+
 }  // namespace
 
 struct OptimizeCommand::Args {
@@ -38,6 +145,7 @@ struct OptimizeCommand::Args {
   std::string workspace;
   std::string policy = "synth";
   bool as_json = false;
+  std::string tune = "auto";
   EvalOptions eval;
 };
 
@@ -63,6 +171,12 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
   a.command
       ->add_option("--stage", a.eval.stage, "stop after: compile, verify, or run all (profile)")
       ->check(CLI::IsMember({"compile", "verify", "profile", "all"}))
+      ->capture_default_str();
+  a.command
+      ->add_option("--tune", a.tune,
+                   "auto: the tuning database's launch configuration, else time each and keep "
+                   "the fastest; always: time each again; off: the default")
+      ->check(CLI::IsMember({"auto", "always", "off"}))
       ->capture_default_str();
   a.command->add_flag("--json", a.as_json, "print the evaluation record as JSON");
 }
@@ -98,11 +212,11 @@ int OptimizeCommand::run(const std::string& store_path) {
     say("rewrite: " + rewrite.name + ": " + rewrite.detail);
   }
   // The plans in order, the first that takes the whole graph writes the candidate.
-  std::map<std::string, std::string> files;
-  Status elementwise = synth::synthesize_elementwise(graph, a.eval.device, &files);
+  synth::Candidate candidate;
+  Status elementwise = synth::synthesize_elementwise(graph, a.eval.device, &candidate);
   if (!elementwise.ok()) {
-    files.clear();
-    Status rows = synth::synthesize_rows(graph, a.eval.device, &files);
+    candidate = {};
+    Status rows = synth::synthesize_rows(graph, a.eval.device, &candidate);
     if (!rows.ok()) {
       return fail(Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " +
                                           elementwise.message() + "\n" + rows.message()));
@@ -115,6 +229,8 @@ int OptimizeCommand::run(const std::string& store_path) {
   InitOptions init{a.eval.device, harness_dir() / "workspace", self_executable()};
   WorkspaceRecord record;
   if (Status s = init_workspace(task, dir, init, store.get(), &record); !s.ok()) return fail(s);
+  std::map<std::string, std::string>& files = candidate.files;
+  files["model_new.py"] = synth::with_config(files["model_new.py"], candidate.configs.at(0).id);
   for (const auto& [path, text] : files) {
     std::error_code ec;
     fs::create_directories((dir / path).parent_path(), ec);
@@ -131,8 +247,16 @@ int OptimizeCommand::run(const std::string& store_path) {
   Evaluator evaluator(o, &runner, store.get(), say);
   EvalResult result;
   if (Status s = evaluator.evaluate(dir, &result); !s.ok()) return fail(s);
+  nlohmann::json tuning;
+  if (a.tune != "off" && o.stage == "all" && result.passed() && result.candidate_us &&
+      candidate.configs.size() > 1) {
+    Tuner tuner{candidate, dir, &evaluator, store.get(), say};
+    if (Status s = tuner.run(a.tune == "always", &result, &tuning); !s.ok()) return fail(s);
+  }
   if (a.as_json) {
-    std::cout << result.to_json().dump(2) << "\n";
+    nlohmann::json record = result.to_json();
+    if (!tuning.is_null()) record["tuning"] = tuning;
+    std::cout << record.dump(2) << "\n";
   } else {
     std::cout << format_summary(result) << "  workspace " << dir.string()
               << "\n  stored as evaluation " << result.id << " in " << store->path().string()

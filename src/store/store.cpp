@@ -22,6 +22,14 @@ CREATE TABLE IF NOT EXISTS baselines (
   record TEXT NOT NULL,
   created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
 );
+CREATE TABLE IF NOT EXISTS tuning (
+  pattern TEXT NOT NULL,
+  shape_class TEXT NOT NULL,
+  device TEXT NOT NULL,
+  record TEXT NOT NULL,
+  updated TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  PRIMARY KEY (pattern, shape_class, device)
+);
 CREATE TABLE IF NOT EXISTS evaluations (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   task_id TEXT,
@@ -151,6 +159,36 @@ Status Store::put_baseline(const std::string& key, const nlohmann::json& record)
   st.bind(1, key);
   st.bind(2, record.dump());
   if (st.step() != SQLITE_DONE) return error("record baseline");
+  return Status::OK();
+}
+
+Status Store::put_tuning(const TuningKey& key, const nlohmann::json& record) {
+  Statement st(db_,
+               "INSERT OR REPLACE INTO tuning (pattern, shape_class, device, record) "
+               "VALUES (?, ?, ?, ?)");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, key.pattern);
+  st.bind(2, key.shape_class);
+  st.bind(3, key.device);
+  st.bind(4, record.dump());
+  if (st.step() != SQLITE_DONE) return error("record tuning");
+  return Status::OK();
+}
+
+Status Store::get_tuning(const TuningKey& key, std::optional<nlohmann::json>* record) {
+  Statement st(db_,
+               "SELECT record FROM tuning WHERE pattern = ? AND shape_class = ? AND device = ?");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, key.pattern);
+  st.bind(2, key.shape_class);
+  st.bind(3, key.device);
+  int rc = st.step();
+  record->reset();
+  if (rc == SQLITE_DONE) return Status::OK();
+  if (rc != SQLITE_ROW) return error("read tuning");
+  nlohmann::json parsed = nlohmann::json::parse(st.text(0), nullptr, false);
+  if (parsed.is_discarded()) return Status::Corruption("tuning record for " + key.pattern);
+  *record = std::move(parsed);
   return Status::OK();
 }
 

@@ -1,7 +1,8 @@
 /// The run store: one SQLite file that remembers what must outlive a command. Evaluation results
 /// (every record, the moment it exists), measured baselines (so eager and torch.compile are timed
-/// once per task, device, torch version and settings), and the workspaces that were laid out,
-/// with the checksums of their infrastructure files.
+/// once per task, device, torch version and settings), the workspaces that were laid out, with
+/// the checksums of their infrastructure files, and the synthesizer's tuning database (the
+/// fastest launch configuration per kernel pattern, class of sizes and device).
 ///
 /// Several cuda-agent processes may share one store: it runs in WAL mode with a busy timeout.
 #pragma once
@@ -29,6 +30,14 @@ struct WorkspaceRecord {
   nlohmann::json checksums;  // relative path -> sha256 of every read-only infrastructure file
 };
 
+/// What a tuning winner is filed under: the kernel's pattern (its source's sha256), the class
+/// of the task's sizes, and the device's name (a GPU model or a CPU).
+struct TuningKey {
+  std::string pattern;
+  std::string shape_class;
+  std::string device;
+};
+
 class Store {
  public:
   static Status Open(const std::filesystem::path& path, std::unique_ptr<Store>* store);
@@ -46,6 +55,10 @@ class Store {
   /// Empty when nothing is cached under key.
   Status get_baseline(const std::string& key, std::optional<nlohmann::json>* record);
 
+  /// The tuner's winner for key: {"config", "label", "candidate_us", "evaluation", "tried"}.
+  Status put_tuning(const TuningKey& key, const nlohmann::json& record);
+  /// Empty when nothing was tuned under key.
+  Status get_tuning(const TuningKey& key, std::optional<nlohmann::json>* record);
   Status add_evaluation(const nlohmann::json& result, long long* id);
   Status get_evaluation(long long id, nlohmann::json* result);
   Status count_evaluations(long long* count);

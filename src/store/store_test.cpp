@@ -26,6 +26,29 @@ TEST(Store, BaselinesSurviveReopening) {
   EXPECT_DOUBLE_EQ((*cached)["median_us"].get<double>(), 123.5);
 }
 
+TEST(Store, TuningWinnersAreKeptPerPatternShapeClassAndDevice) {
+  TempDir dir;
+  auto path = dir.path() / "store.sqlite";
+  const TuningKey h200{"abc", "rows of 2^12, 2^16 of them", "NVIDIA H200"};
+  {
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(path, &store).ok());
+    ASSERT_TRUE(store->put_tuning(h200, {{"config", 5}}).ok());
+    ASSERT_TRUE(store->put_tuning(h200, {{"config", 6}}).ok());  // a re-tune replaces it
+  }
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(path, &store).ok());
+  std::optional<nlohmann::json> found;
+  ASSERT_TRUE(store->get_tuning(h200, &found).ok());
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ((*found)["config"], 6);
+  // Another GPU, or sizes of another class, start untuned.
+  ASSERT_TRUE(store->get_tuning({"abc", h200.shape_class, "NVIDIA H100"}, &found).ok());
+  EXPECT_FALSE(found.has_value());
+  ASSERT_TRUE(store->get_tuning({"abc", "rows of 2^13, 2^16 of them", h200.device}, &found).ok());
+  EXPECT_FALSE(found.has_value());
+}
+
 TEST(Store, WorkspacesRoundTripAndUnknownOnesAreNotFound) {
   TempDir dir;
   std::unique_ptr<Store> store;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "synth/graph.h"
+#include "synth/tuning.h"
 #include "util/status.h"
 
 namespace cuda_agent::synth {
@@ -43,8 +44,8 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
 /// as the task's Model (so the reference's weights load into it) and calls the kernel.
 std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& plan);
 
-/// The files of a candidate for graph on device, by path relative to the workspace.
-Status synthesize_elementwise(const Graph& graph, const std::string& device,
-                              std::map<std::string, std::string>* files);
+/// The candidate for graph on device: its files by path relative to the workspace, its launch
+/// configurations (CUDA: threads per block; CPU: OpenMP schedules) and its tuning keys.
+Status synthesize_elementwise(const Graph& graph, const std::string& device, Candidate* candidate);
 
 }  // namespace cuda_agent::synth

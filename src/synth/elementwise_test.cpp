@@ -50,12 +50,20 @@ TEST(SynthElementwise, ThePlanDoesNotDependOnTheSizes) {
 
 TEST(SynthElementwise, KernelsForBothDevicesHaveTheEntryTheModelBinds) {
   Graph g = read(affine_chain(64, 32));
-  std::map<std::string, std::string> cpu, cuda;
-  ASSERT_TRUE(synthesize_elementwise(g, "cpu", &cpu).ok());
-  ASSERT_TRUE(synthesize_elementwise(g, "cuda", &cuda).ok());
+  Candidate cpu_candidate, cuda_candidate;
+  ASSERT_TRUE(synthesize_elementwise(g, "cpu", &cpu_candidate).ok());
+  ASSERT_TRUE(synthesize_elementwise(g, "cuda", &cuda_candidate).ok());
+  const auto& cpu = cpu_candidate.files;
+  const auto& cuda = cuda_candidate.files;
   const std::string& cpp = cpu.at("kernels/fused_elementwise.cpp");
   const std::string& cu = cuda.at("kernels/fused_elementwise.cu");
   EXPECT_NE(cpp.find("extern \"C\" int fused_elementwise("), std::string::npos);
+  // Each library lets model_new.py choose its launch configuration, which the model sets.
+  EXPECT_NE(cpp.find("extern \"C\" int fused_elementwise_config(int64_t config)"),
+            std::string::npos);
+  EXPECT_NE(cu.find("extern \"C\" int fused_elementwise_config(int64_t config)"),
+            std::string::npos);
+  EXPECT_NE(cpu.at("model_new.py").find("\nfused_elementwise_config(CONFIG)\n"), std::string::npos);
   EXPECT_NE(cpp.find("#pragma omp parallel for"), std::string::npos);
   EXPECT_NE(cu.find("__global__ void fused_elementwise_kernel("), std::string::npos);
   EXPECT_NE(cu.find("cudaGetLastError"), std::string::npos);

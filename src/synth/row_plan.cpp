@@ -6,6 +6,7 @@
 
 #include "synth/expression.h"
 #include "synth/model_source.h"
+#include "util/hash.h"
 #include "util/text.h"
 
 namespace cuda_agent::synth {
@@ -50,6 +51,7 @@ class Planner {
                !graph_.values[graph_.outputs[0]].results[0].shape.empty()) {
       // Nothing to reduce: rows along the last dim, zero passes, every value per element.
       f_ = graph_.values[graph_.outputs[0]].results[0].shape;
+      p_.sizes = f_;
       p_.rank = static_cast<int>(f_.size());
       p_.first_reduced = p_.last_reduced = p_.rank - 1;
     } else {
@@ -127,6 +129,7 @@ class Planner {
     const TensorType* t = x >= 0 ? tensor_of(x) : nullptr;
     if (!t) return refuse(anchor.target + " reads no single tensor");
     f_ = t->shape;
+    p_.sizes = f_;
     p_.rank = static_cast<int>(f_.size());
     if (p_.rank == 0) return refuse(anchor.target + " reduces a scalar");
     int first = 0, last = 0;
@@ -1018,6 +1021,14 @@ constexpr CachedShape kCachedShapes[] = {{32, 1, 4},   {32, 2, 4},   {32, 4, 4},
                                          {128, 4, 1},  {256, 4, 1},  {512, 4, 1}, {512, 8, 1},
                                          {1024, 4, 1}, {512, 16, 1}, {1024, 8, 1}};
 
+/// The strided walk's block shapes a tuner may choose: TX rows side by side, TY threads each.
+struct StridedShape {
+  int rows, threads;
+};
+constexpr StridedShape kStridedShapes[] = {{64, 8},  {32, 8},  {128, 4}, {32, 16},
+                                           {1, 512}, {1, 256}, {1, 128}, {1, 32}};
+constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..10, strided 100..107
+
 /// Whether a thread of the shape holds its share of `cached` inputs in registers with room for
 /// the rest of the kernel (about 32 registers) under __launch_bounds__(threads).
 bool fits_registers(const CachedShape& shape, int cached) {
@@ -1060,20 +1071,24 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
                        " pass(es) over each row, each output written once.\n"
                        "#include <math.h>\n#include <stdint.h>\n";
   if (!cuda) {
-    source += "\n#define SA_FN static inline\n#define SA_STEP(step) (kUnit ? 1 : (step))\n";
+    source +=
+        "#include <omp.h>\n\n#define SA_FN static inline\n#define SA_STEP(step) (kUnit ? 1 : "
+        "(step))\n";
     source +=
         std::string(kExpressionHelpers) + dtype_helpers(device) + kIndexHelper + kArgHelpers + "\n";
     // kUnit: the rows are contiguous (I == 1), so every input read along them has step 1,
     // known at compile time, and the passes vectorise.
+    source += cpu_config_source("fused_rows");
     source += "template <bool kUnit>\nstatic void rows_of(" + params +
               ") {\n"
               "  const int64_t rows = O * I;\n"
-              "#pragma omp parallel for schedule(static)\n"
+              "#pragma omp parallel for schedule(runtime)\n"
               "  for (int64_t row = 0; row < rows; ++row) {\n"
               "    const int64_t o = row / I, i = row % I;\n" +
               row_body(plan, Walk::kCpu) + "  }\n}\n\n";
     source += "extern \"C\" int fused_rows(" + params +
               ", void* /*stream*/) {\n"
+              "  sa_apply_config();\n"
               "  if (I == 1) rows_of<true>(" +
               args +
               ");\n"
@@ -1153,7 +1168,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "  return (int)cudaGetLastError();\n}\n\n";
 
   // The cached walk needs every tensor read or written along the rows to be 4-aligned.
-  std::string aligned = "I == 1 && R % 4 == 0";
+  std::string aligned = "I == 1 && R % 4 == 0 && R <= 32768";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
     aligned += " && in" + n(k) + "_step == 1 && in" + n(k) +
@@ -1162,37 +1177,55 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
     if (plan.outputs[j].per_element) aligned += " && sa_aligned4(out" + n(j) + ")";
   }
+  int held = 0;
+  for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;
+  std::string chosen, by_length;
+  for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
+    const CachedShape& shape = kCachedShapes[c];
+    if (!fits_registers(shape, held)) continue;
+    const std::string call = "launch_cached<" + n(shape.rows) + ", " + n(shape.threads) + ", " +
+                             n(shape.runs) + ">(" + args + ", s)";
+    const std::string reach = n(4 * shape.threads * shape.runs);
+    chosen +=
+        "    case " + n(c) + ": if (cached && R <= " + reach + ") return " + call + "; break;\n";
+    by_length += "    if (R <= " + reach + ") return " + call + ";\n";
+  }
+  for (std::size_t c = 0; c < std::size(kStridedShapes); ++c) {
+    chosen += "    case " + n(kStridedConfig + c) + ": return launch_strided<" +
+              n(kStridedShapes[c].rows) + ", " + n(kStridedShapes[c].threads) + ">(" + args +
+              ", s);\n";
+  }
+  source +=
+      "// The block shape model_new.py chose (a config id), or -1: by the rows' length.\n"
+      "static int sa_config = -1;\n"
+      "extern \"C\" int fused_rows_config(int64_t config) {\n"
+      "  sa_config = (int)config;\n"
+      "  return 0;\n}\n\n";
   source += "extern \"C\" int fused_rows(" + params +
             ", void* stream) {\n"
             "  if (O * I == 0) return 0;\n"
             "  cudaStream_t s = (cudaStream_t)stream;\n"
-            "  if (" +
-            aligned + ") {\n";
-  int cached = 0;
-  for (const RowInput& in : plan.inputs) cached += in.per_element ? 1 : 0;
-  for (const CachedShape& shape : kCachedShapes) {
-    if (!fits_registers(shape, cached)) continue;
-    source += "    if (R <= " + n(4 * shape.threads * shape.runs) + ") return launch_cached<" +
-              n(shape.rows) + ", " + n(shape.threads) + ", " + n(shape.runs) + ">(" + args +
-              ", s);\n";
-  }
-  source +=
-      "  }\n"
-      "  // Strided rows: two warps over 64 neighbouring rows read 256 consecutive bytes.\n"
-      "  if (I >= 16) return launch_strided<64, 8>(" +
-      args +
-      ", s);\n"
-      "  if (R >= 4096) return launch_strided<1, 512>(" +
-      args +
-      ", s);\n"
-      "  if (R >= 1024) return launch_strided<1, 256>(" +
-      args +
-      ", s);\n"
-      "  if (R >= 256) return launch_strided<1, 128>(" +
-      args +
-      ", s);\n"
-      "  return launch_strided<1, 32>(" +
-      args + ", s);\n}\n";
+            "  const bool cached = " +
+            aligned +
+            ";\n"
+            "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
+            chosen + "  }\n  if (cached) {\n" + by_length +
+            "  }\n"
+            "  // Strided rows: two warps over 64 neighbouring rows read 256 consecutive bytes.\n"
+            "  if (I >= 16) return launch_strided<64, 8>(" +
+            args +
+            ", s);\n"
+            "  if (R >= 4096) return launch_strided<1, 512>(" +
+            args +
+            ", s);\n"
+            "  if (R >= 1024) return launch_strided<1, 256>(" +
+            args +
+            ", s);\n"
+            "  if (R >= 256) return launch_strided<1, 128>(" +
+            args +
+            ", s);\n"
+            "  return launch_strided<1, 32>(" +
+            args + ", s);\n}\n";
   return source;
 }
 
@@ -1222,10 +1255,10 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   std::string s =
       "\"\"\"Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
       " in one fused row kernel (kernels/).\"\"\"\n\n"
-      "import functools\nimport math\n\nimport torch\nimport torch.nn as nn\n\n"
+      "import math\n\nimport torch\nimport torch.nn as nn\n\n"
       "from utils.kernels import load\n\nlib = load()\nfused_rows = " +
-      bind +
-      "\n\n"
+      bind + "\n" + model_config_source("fused_rows") +
+      "\n"
       "RANK = " +
       std::to_string(plan.rank) +
       "\n"
@@ -1241,7 +1274,6 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "OUTPUTS = (" +
       outputs +
       ")\n\n\n"
-      "@functools.lru_cache(maxsize=64)  # a forward call of known shapes costs one lookup\n"
       "def row_layout(shapes):\n"
       "    \"\"\"(output shapes, O, R, I, per input (div_o, mod_o, stride_o, div_i, mod_i, "
       "stride_i,\n"
@@ -1307,13 +1339,58 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   return s;
 }
 
-Status synthesize_rows(const Graph& graph, const std::string& device,
-                       std::map<std::string, std::string>* files) {
+std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& device) {
+  if (device != "cuda") return cpu_schedules();
+  long long O = 1, R = 1, I = 1;
+  for (int d = 0; d < static_cast<int>(plan.sizes.size()); ++d) {
+    (d < plan.first_reduced ? O : d <= plan.last_reduced ? R : I) *= plan.sizes[d];
+  }
+  (void)O;
+  int held = 0;
+  for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;
+  std::vector<KernelConfig> configs;
+  if (I == 1 && R % 4 == 0) {  // the cached walk: the shapes that reach R, fewest threads first
+    for (std::size_t c = 0; c < std::size(kCachedShapes) && configs.size() < 3; ++c) {
+      const CachedShape& shape = kCachedShapes[c];
+      if (!fits_registers(shape, held) || 4LL * shape.threads * shape.runs < R) continue;
+      configs.push_back({static_cast<int>(c), "rows " + n(shape.rows) + " x " + n(shape.threads) +
+                                                  " threads x " + n(shape.runs) + " runs of 4"});
+    }
+    if (!configs.empty()) return configs;
+  }
+  // The strided walk: the default shape first, then its neighbours.
+  std::vector<int> order;
+  if (I >= 16) {
+    order = {0, 1, 2, 3};
+  } else {
+    const int by_length = R >= 4096 ? 4 : R >= 1024 ? 5 : R >= 256 ? 6 : 7;
+    order = {by_length};
+    for (int c = 4; c < 8; ++c) {
+      if (c != by_length && std::abs(c - by_length) == 1) order.push_back(c);
+    }
+  }
+  for (int c : order) {
+    configs.push_back({kStridedConfig + c, "rows " + n(kStridedShapes[c].rows) + " x " +
+                                               n(kStridedShapes[c].threads) + " threads"});
+  }
+  return configs;
+}
+
+Status synthesize_rows(const Graph& graph, const std::string& device, Candidate* candidate) {
   RowPlan plan;
   if (Status s = plan_rows(graph, &plan); !s.ok()) return s;
-  (*files)["model_new.py"] = row_model_source(graph, plan);
-  (*files)[device == "cuda" ? "kernels/fused_rows.cu" : "kernels/fused_rows.cpp"] =
-      row_kernel_source(plan, device);
+  const std::string kernel = row_kernel_source(plan, device);
+  candidate->files["model_new.py"] = row_model_source(graph, plan);
+  candidate->files[device == "cuda" ? "kernels/fused_rows.cu" : "kernels/fused_rows.cpp"] = kernel;
+  candidate->configs = row_configs(plan, device);
+  candidate->pattern = sha256_hex(kernel);
+  long long O = 1, R = 1, I = 1;
+  for (int d = 0; d < static_cast<int>(plan.sizes.size()); ++d) {
+    (d < plan.first_reduced ? O : d <= plan.last_reduced ? R : I) *= plan.sizes[d];
+  }
+  candidate->shape_class = "rows of " + size_class(R) +
+                           (I == 1 ? "" : " strided " + size_class(I)) + ", " + size_class(O * I) +
+                           " of them";
   return Status::OK();
 }
 

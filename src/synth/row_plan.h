@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "synth/graph.h"
+#include "synth/tuning.h"
 #include "util/status.h"
 
 namespace cuda_agent::synth {
@@ -62,7 +63,8 @@ struct RowPlan {
   std::vector<RowAccumulator> accumulators;
   std::vector<RowOutput> outputs;
   int passes = 0;
-  std::vector<std::string> ops;  // the ops fused, in order
+  std::vector<std::string> ops;     // the ops fused, in order
+  std::vector<std::int64_t> sizes;  // F's sizes at capture: what the tuner classes the task by
 };
 
 /// The plan for graph, or an InvalidArgument that names each op, dtype, dim or broadcast the
@@ -77,8 +79,11 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device);
 /// model_new.py for the plan.
 std::string row_model_source(const Graph& graph, const RowPlan& plan);
 
-/// The files of a candidate for graph on device, by path relative to the workspace.
-Status synthesize_rows(const Graph& graph, const std::string& device,
-                       std::map<std::string, std::string>* files);
+/// The launch configurations worth timing for the plan's rows on device, the default first.
+std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& device);
+
+/// The candidate for graph on device: its files by path relative to the workspace, its
+/// configurations and its tuning keys.
+Status synthesize_rows(const Graph& graph, const std::string& device, Candidate* candidate);
 
 }  // namespace cuda_agent::synth

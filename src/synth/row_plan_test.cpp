@@ -47,8 +47,8 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
   RowPlan softmax;
   ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &softmax).ok());
   const std::string one = row_kernel_source(softmax, "cuda");
-  EXPECT_NE(one.find("if (I == 1 && R % 4 == 0 && in0_step == 1 && in0_stride_o % 4 == 0 && "
-                     "sa_aligned4(in0_data) && sa_aligned4(out0)) {"),
+  EXPECT_NE(one.find("const bool cached = I == 1 && R % 4 == 0 && R <= 32768 && in0_step == 1 && "
+                     "in0_stride_o % 4 == 0 && sa_aligned4(in0_data) && sa_aligned4(out0);"),
             std::string::npos);
   // One row input held: rows up to 32768 elements stay in registers; longer ones, strided.
   EXPECT_NE(one.find("if (R <= 32768) return launch_cached<1, 512, 16>("), std::string::npos);
@@ -67,6 +67,46 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
   EXPECT_NE(three.find("if (R <= 16384) return launch_cached<1, 512, 8>("), std::string::npos);
   EXPECT_EQ(three.find("if (R <= 32768)"), std::string::npos);
   EXPECT_EQ(three.find("launch_cached<1, 1024, 4>("), std::string::npos);  // over 64 registers
+}
+
+TEST(SynthRowPlan, TheTunerTriesShapesThatReachTheRowDefaultFirst) {
+  RowPlan softmax;
+  ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &softmax).ok());
+  const auto configs = row_configs(softmax, "cuda");
+  ASSERT_GE(configs.size(), 2u);
+  EXPECT_EQ(configs[0].label, "rows 1 x 64 threads x 4 runs of 4");  // what fused_rows picks
+  const std::string source = row_kernel_source(softmax, "cuda");
+  for (const KernelConfig& c : configs) {
+    EXPECT_NE(source.find("case " + std::to_string(c.id) + ": if (cached && R <= "),
+              std::string::npos)
+        << c.label;
+  }
+
+  // Rows 32 apart (a sum over the middle dim) go to the strided walk's shapes.
+  Graph middle = read(graph({tensor_input("x", "input", {8, 64, 32})},
+                            {node("s", "aten.sum.dim_IntList", {ref("x"), {1}}, {8, 32})}, {"s"}));
+  RowPlan strided;
+  ASSERT_TRUE(plan_rows(middle, &strided).ok());
+  const auto strided_configs = row_configs(strided, "cuda");
+  ASSERT_GE(strided_configs.size(), 2u);
+  EXPECT_EQ(strided_configs[0].label, "rows 64 x 8 threads");
+  EXPECT_NE(row_kernel_source(strided, "cuda")
+                .find("case " + std::to_string(strided_configs[1].id) + ": return launch_strided<"),
+            std::string::npos);
+  EXPECT_EQ(row_configs(strided, "cpu").size(), cpu_schedules().size());
+}
+
+TEST(SynthRowPlan, TasksOfOneKindShareAPatternAndSizesPickTheClass) {
+  Candidate a, b, c;
+  ASSERT_TRUE(synthesize_rows(read(scaled_softmax(64, 1000)), "cuda", &a).ok());
+  ASSERT_TRUE(synthesize_rows(read(scaled_softmax(60, 900)), "cuda", &b).ok());
+  ASSERT_TRUE(synthesize_rows(read(scaled_softmax(64, 5000)), "cuda", &c).ok());
+  EXPECT_EQ(a.pattern, b.pattern);
+  EXPECT_EQ(a.pattern, c.pattern);
+  EXPECT_EQ(a.shape_class, b.shape_class);
+  EXPECT_NE(a.shape_class, c.shape_class);
+  EXPECT_EQ(a.shape_class, "rows of 2^10, 2^6 of them");
+  EXPECT_NE(a.files.at("model_new.py").find("\nfused_rows_config(CONFIG)\n"), std::string::npos);
 }
 
 TEST(SynthRowPlan, LayerNormReadsItsWeightAndBiasAlongTheRow) {

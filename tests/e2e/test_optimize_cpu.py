@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, CudaAgent
 
 AFFINE_CHAIN = ROOT / "tasks" / "level2" / "001_scale_bias_leaky_relu_clamp.py"
 
@@ -19,14 +19,30 @@ def optimize(agent, task: Path, workspace: Path, *extra: str):
     return result, record
 
 
-def test_an_elementwise_chain_becomes_one_verified_kernel(agent, tmp_path):
+def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_the_winner(
+        agent, tmp_path):
+    agent = CudaAgent(agent.binary, tmp_path)  # a tuning database of its own
     result, r = optimize(agent, AFFINE_CHAIN, tmp_path / "ws", "--shrink", "64")
     assert result.returncode == 0, result.stderr
     assert r["correct"] and r["reward"] >= 1 and r["violations"] == []
     assert r["settings"]["task_sizes"] == {"rows": [32768, 512]}
     kernel = (tmp_path / "ws" / "kernels" / "fused_elementwise.cpp").read_text()
     assert "leaky_relu" in kernel.splitlines()[0]  # says what it fused
-    assert "class ModelNew" in (tmp_path / "ws" / "model_new.py").read_text()
+    # Every launch configuration was timed through the evaluator; the fastest stays.
+    tuning = r["tuning"]
+    assert tuning["from_database"] is False and len(tuning["tried"]) >= 2
+    passed = [t for t in tuning["tried"] if t["outcome"] == "pass"]
+    assert min(passed, key=lambda t: t["candidate_us"])["config"] == tuning["config"]
+    assert r["candidate_us"] == min(t["candidate_us"] for t in passed)
+    model = (tmp_path / "ws" / "model_new.py").read_text()
+    assert "class ModelNew" in model and f"\nCONFIG = {tuning['config']} " in model
+
+    # The next episode of the same kernel and class of sizes on this CPU starts from the winner.
+    result, again = optimize(agent, AFFINE_CHAIN, tmp_path / "ws2", "--shrink", "64")
+    assert result.returncode == 0, result.stderr
+    assert again["tuning"]["from_database"] is True
+    assert again["tuning"]["config"] == tuning["config"] and "tried" not in again["tuning"]
+    assert f"\nCONFIG = {tuning['config']} " in (tmp_path / "ws2" / "model_new.py").read_text()
 
 
 PER_CHANNEL = '''import torch
