@@ -32,7 +32,7 @@ def evaluate(task: Path, args: argparse.Namespace, work: Path) -> dict:
         done = subprocess.run(
             [binary(), "optimize", str(task), "--device", args.device, "--shrink",
              str(args.shrink), "--workspace", str(episode),
-             "--stage", args.stage, "--json"],
+             "--stage", args.stage, "--tune", args.tune, "--json"],
             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=args.task_timeout)
     except subprocess.TimeoutExpired:
         row.update(covered=True, outcome="timeout", wall_s=args.task_timeout,
@@ -53,7 +53,8 @@ def evaluate(task: Path, args: argparse.Namespace, work: Path) -> dict:
                    eager_us=result.get("eager_us"), compile_us=result.get("compile_us"),
                    candidate_us=result.get("candidate_us"),
                    vs_eager=speed.get("vs_eager"), vs_compile=speed.get("vs_compile"),
-                   device_name=result.get("device_name"))
+                   device_name=result.get("device_name"),
+                   config=(result.get("tuning") or {}).get("label"))
     record_path.write_text(json.dumps(row) + "\n")
     return row
 
@@ -68,6 +69,8 @@ def main() -> int:
                         help="task ids (level1/001_relu) to run, of those in the levels")
     parser.add_argument("--stage", default="all", choices=["verify", "all"],
                         help="verify: correctness only, no timing")
+    parser.add_argument("--tune", default="auto", choices=["auto", "always", "off"],
+                        help="optimize's --tune: off times only the default configuration")
     parser.add_argument("--task-timeout", type=float, default=600)
     parser.add_argument("--fresh", action="store_true", help="forget earlier evaluations")
     args = parser.parse_args()

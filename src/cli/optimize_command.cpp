@@ -46,8 +46,8 @@ struct Tuner {
   Store* store;
   std::function<void(const std::string&)> say;
 
-  /// *result: the default configuration's evaluation, replaced by the winner's.
-  Status run(bool again, EvalResult* result, nlohmann::json* report) {
+  /// *result: configuration `current`'s evaluation, replaced by the winner's.
+  Status run(bool again, int current, EvalResult* result, nlohmann::json* report) {
     const TuningKey key{candidate.pattern, candidate.shape_class, result->device_name};
     std::optional<nlohmann::json> known;
     if (Status s = store->get_tuning(key, &known); !s.ok()) return s;
@@ -65,23 +65,24 @@ struct Tuner {
       (*report)["from_database"] = true;
       (*report)["config"] = winner->id;
       (*report)["label"] = winner->label;
-      if (winner == configs.begin()) return Status::OK();  // the default, evaluated already
+      if (winner->id == current) return Status::OK();  // evaluated already
       EvalResult tuned;
       if (Status s = evaluate(winner->id, &tuned); !s.ok()) return s;
       if (tuned.passed()) {
         *result = tuned;
         return Status::OK();
       }
-      say("tune: it fails here (" + tuned.reason + "); back to the default");
-      return evaluate(configs.front().id, result);
+      say("tune: it fails here (" + tuned.reason + "); back to the one evaluated first");
+      return evaluate(current, result);
     }
-    std::size_t best = 0;
+    std::size_t best = find(current) - configs.begin();
     EvalResult best_result = *result;
     nlohmann::json tried = nlohmann::json::array();
-    tried.push_back(attempt(configs[0], *result));
-    for (std::size_t c = 1; c < configs.size(); ++c) {
-      say("tune: " + std::to_string(c + 1) + "/" + std::to_string(configs.size()) + ": " +
-          configs[c].label);
+    tried.push_back(attempt(configs[best], *result));
+    for (std::size_t c = 0; c < configs.size(); ++c) {
+      if (configs[c].id == current) continue;
+      say("tune: " + std::to_string(tried.size() + 1) + "/" + std::to_string(configs.size()) +
+          ": " + configs[c].label);
       EvalResult r;
       if (Status s = evaluate(configs[c].id, &r); !s.ok()) return s;
       tried.push_back(attempt(configs[c], r));
@@ -230,7 +231,27 @@ int OptimizeCommand::run(const std::string& store_path) {
   WorkspaceRecord record;
   if (Status s = init_workspace(task, dir, init, store.get(), &record); !s.ok()) return fail(s);
   std::map<std::string, std::string>& files = candidate.files;
-  files["model_new.py"] = synth::with_config(files["model_new.py"], candidate.configs.at(0).id);
+  // Where the tuning database has a winner for the kind on the device this store last
+  // evaluated on, the episode starts from it (the device is confirmed after the evaluation).
+  const int by_default = candidate.configs.at(0).id;
+  int start = by_default;
+  if (a.tune == "auto") {
+    std::optional<std::string> last_device;
+    if (Status s = store->last_device_name(a.eval.device, &last_device); !s.ok()) return fail(s);
+    std::optional<nlohmann::json> known;
+    if (last_device) {
+      const TuningKey key{candidate.pattern, candidate.shape_class, *last_device};
+      if (Status s = store->get_tuning(key, &known); !s.ok()) return fail(s);
+    }
+    for (const synth::KernelConfig& c : candidate.configs) {
+      if (known && known->value("config", by_default) == c.id && c.id != by_default) {
+        start = c.id;
+        say("tune: starting from the tuning database's " + c.label + " (" + candidate.shape_class +
+            " on " + *last_device + ")");
+      }
+    }
+  }
+  files["model_new.py"] = synth::with_config(files["model_new.py"], start);
   for (const auto& [path, text] : files) {
     std::error_code ec;
     fs::create_directories((dir / path).parent_path(), ec);
@@ -247,11 +268,19 @@ int OptimizeCommand::run(const std::string& store_path) {
   Evaluator evaluator(o, &runner, store.get(), say);
   EvalResult result;
   if (Status s = evaluator.evaluate(dir, &result); !s.ok()) return fail(s);
+  if (start != by_default && !result.passed()) {
+    say("tune: the database's configuration fails here (" + result.reason + "); the default");
+    start = by_default;
+    files["model_new.py"] = synth::with_config(files["model_new.py"], start);
+    if (Status s = write_file_atomic(dir / "model_new.py", files["model_new.py"]); !s.ok())
+      return fail(s);
+    if (Status s = evaluator.evaluate(dir, &result); !s.ok()) return fail(s);
+  }
   nlohmann::json tuning;
   if (a.tune != "off" && o.stage == "all" && result.passed() && result.candidate_us &&
       candidate.configs.size() > 1) {
     Tuner tuner{candidate, dir, &evaluator, store.get(), say};
-    if (Status s = tuner.run(a.tune == "always", &result, &tuning); !s.ok()) return fail(s);
+    if (Status s = tuner.run(a.tune == "always", start, &result, &tuning); !s.ok()) return fail(s);
   }
   if (a.as_json) {
     nlohmann::json record = result.to_json();

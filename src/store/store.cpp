@@ -192,6 +192,20 @@ Status Store::get_tuning(const TuningKey& key, std::optional<nlohmann::json>* re
   return Status::OK();
 }
 
+Status Store::last_device_name(const std::string& kind, std::optional<std::string>* name) {
+  Statement st(db_,
+               "SELECT json_extract(result, '$.device_name') AS name FROM evaluations "
+               "WHERE device = ? AND name IS NOT NULL AND name != '' ORDER BY id DESC LIMIT 1");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, kind);
+  int rc = st.step();
+  name->reset();
+  if (rc == SQLITE_DONE) return Status::OK();
+  if (rc != SQLITE_ROW) return error("read the last device");
+  *name = st.text(0);
+  return Status::OK();
+}
+
 Status Store::get_baseline(const std::string& key, std::optional<nlohmann::json>* record) {
   Statement st(db_, "SELECT record FROM baselines WHERE key = ?");
   if (!st.ok()) return error("prepare");

@@ -59,6 +59,9 @@ class Store {
   Status put_tuning(const TuningKey& key, const nlohmann::json& record);
   /// Empty when nothing was tuned under key.
   Status get_tuning(const TuningKey& key, std::optional<nlohmann::json>* record);
+  /// The device name (a GPU model, a CPU) of the latest evaluation on device kind "cpu" or
+  /// "cuda" that recorded one; empty when none did.
+  Status last_device_name(const std::string& kind, std::optional<std::string>* name);
   Status add_evaluation(const nlohmann::json& result, long long* id);
   Status get_evaluation(long long id, nlohmann::json* result);
   Status count_evaluations(long long* count);

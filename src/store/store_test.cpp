@@ -49,6 +49,30 @@ TEST(Store, TuningWinnersAreKeptPerPatternShapeClassAndDevice) {
   EXPECT_FALSE(found.has_value());
 }
 
+TEST(Store, TheLastDeviceNameIsTheLatestEvaluationsOfThatKind) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.path() / "s.sqlite", &store).ok());
+  std::optional<std::string> name;
+  ASSERT_TRUE(store->last_device_name("cuda", &name).ok());
+  EXPECT_FALSE(name.has_value());
+  long long id = 0;
+  auto add = [&](const char* device, const char* device_name) {
+    nlohmann::json r = nlohmann::json::object();
+    r["device"] = device;
+    r["device_name"] = device_name;
+    ASSERT_TRUE(store->add_evaluation(r, &id).ok());
+  };
+  add("cuda", "NVIDIA H100");
+  add("cuda", "NVIDIA H200");
+  add("cuda", "");  // a compile-only evaluation names no device
+  add("cpu", "Intel Xeon");
+  ASSERT_TRUE(store->last_device_name("cuda", &name).ok());
+  EXPECT_EQ(name, "NVIDIA H200");
+  ASSERT_TRUE(store->last_device_name("cpu", &name).ok());
+  EXPECT_EQ(name, "Intel Xeon");
+}
+
 TEST(Store, WorkspacesRoundTripAndUnknownOnesAreNotFound) {
   TempDir dir;
   std::unique_ptr<Store> store;

@@ -3,6 +3,7 @@ for an elementwise task, a task that reduces rows, or a task a rewrite turns int
 the evaluator verifies (and times) them against the unrewritten task on random inputs; a task
 it has no plan for is refused with the ops named."""
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -38,10 +39,17 @@ def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_
     assert "class ModelNew" in model and f"\nCONFIG = {tuning['config']} " in model
 
     # The next episode of the same kernel and class of sizes on this CPU starts from the winner.
+    def evaluations() -> int:
+        with sqlite3.connect(agent.store) as db:
+            return db.execute("SELECT COUNT(*) FROM evaluations").fetchone()[0]
+
+    before = evaluations()
     result, again = optimize(agent, AFFINE_CHAIN, tmp_path / "ws2", "--shrink", "64")
     assert result.returncode == 0, result.stderr
     assert again["tuning"]["from_database"] is True
     assert again["tuning"]["config"] == tuning["config"] and "tried" not in again["tuning"]
+    # It started from the winner: one evaluation, the winner's.
+    assert evaluations() == before + 1
     assert f"\nCONFIG = {tuning['config']} " in (tmp_path / "ws2" / "model_new.py").read_text()
 
 
