@@ -21,6 +21,19 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+def suite_tasks(suite: Path, levels: list[str], only: list[str]) -> list[Path]:
+    """The task files of suite's levels, or, with only ("level/name" ids), those in that order;
+    an id the suite lacks is an error."""
+    tasks = [t for level in levels for t in sorted((suite / level).glob("*.py"))]
+    if not only:
+        return tasks
+    by_id = {f"{t.parent.name}/{t.stem}": t for t in tasks}
+    unknown = [i for i in only if i not in by_id]
+    if unknown:
+        raise SystemExit(f"not in {suite} (levels {' '.join(levels)}): {' '.join(unknown)}")
+    return [by_id[i] for i in only]
+
+
 def results_dir() -> Path:
     """$OUT on the device machine, else bench/results."""
     out = Path(os.environ.get("OUT") or ROOT / "bench" / "results")

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, binary, geomean, results_dir
+from common import ROOT, binary, geomean, results_dir, suite_tasks
 
 LIB_ENV = "CUDA_AGENT_KERNEL_LIB"
 
@@ -179,8 +179,7 @@ def main() -> int:
     if args.fresh:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
-    tasks = ([ROOT / "tasks" / f"{i}.py" for i in args.only] if args.only else
-             [t for level in args.levels for t in sorted((ROOT / "tasks" / level).glob("*.py"))])
+    tasks = suite_tasks(ROOT / "tasks", args.levels, args.only)
     kept = {t: work / f"{t.parent.name}-{t.stem}.json" for t in tasks}
     todo = [t for t in tasks if not kept[t].exists()]
     print(f"preparing {len(todo)} task(s), {args.jobs} at a time", flush=True)

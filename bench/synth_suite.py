@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, binary, geomean, results_dir
+from common import ROOT, binary, geomean, results_dir, suite_tasks
 
 
 def evaluate(task: Path, args: argparse.Namespace, work: Path) -> dict:
@@ -79,10 +79,7 @@ def main() -> int:
     if args.fresh and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    tasks = [t for level in args.levels for t in sorted((Path(args.suite) / level).glob("*.py"))]
-    if args.only:  # in the order given
-        by_id = {f"{t.parent.name}/{t.stem}": t for t in tasks}
-        tasks = [by_id[i] for i in args.only if i in by_id]
+    tasks = suite_tasks(Path(args.suite), args.levels, args.only)
     rows = []
     for k, task in enumerate(tasks, 1):
         row = evaluate(task, args, work)

@@ -46,20 +46,29 @@ struct Tuner {
   Store* store;
   std::function<void(const std::string&)> say;
 
+  /// *config: the tuning database's winner for the candidate on device, one of its
+  /// configurations, or null.
+  Status winner(const std::string& device, const synth::KernelConfig** config) const {
+    *config = nullptr;
+    std::optional<nlohmann::json> known;
+    const TuningKey key{candidate.pattern, candidate.shape_class, device};
+    if (Status s = store->get_tuning(key, &known); !s.ok()) return s;
+    if (!known) return Status::OK();
+    const int id = known->value("config", -1);
+    for (const synth::KernelConfig& c : candidate.configs) {
+      if (c.id == id) *config = &c;
+    }
+    return Status::OK();
+  }
+
   /// *result: configuration `current`'s evaluation, replaced by the winner's.
   Status run(bool again, int current, EvalResult* result, nlohmann::json* report) {
     const TuningKey key{candidate.pattern, candidate.shape_class, result->device_name};
-    std::optional<nlohmann::json> known;
-    if (Status s = store->get_tuning(key, &known); !s.ok()) return s;
+    const synth::KernelConfig* winner = nullptr;
+    if (Status s = this->winner(key.device, &winner); !s.ok()) return s;
     const auto& configs = candidate.configs;
-    auto find = [&](int id) {
-      return std::find_if(configs.begin(), configs.end(),
-                          [id](const synth::KernelConfig& c) { return c.id == id; });
-    };
     (*report)["shape_class"] = candidate.shape_class;
-    if (known && !again && known->contains("config") &&
-        find((*known)["config"].get<int>()) != configs.end()) {
-      const auto winner = find((*known)["config"].get<int>());
+    if (winner && !again) {
       say("tune: the tuning database has " + winner->label + " for " + candidate.shape_class +
           " on " + key.device);
       (*report)["from_database"] = true;
@@ -75,7 +84,10 @@ struct Tuner {
       say("tune: it fails here (" + tuned.reason + "); back to the one evaluated first");
       return evaluate(current, result);
     }
-    std::size_t best = find(current) - configs.begin();
+    std::size_t best =
+        std::find_if(configs.begin(), configs.end(),
+                     [current](const synth::KernelConfig& c) { return c.id == current; }) -
+        configs.begin();
     EvalResult best_result = *result;
     nlohmann::json tried = nlohmann::json::array();
     tried.push_back(attempt(configs[best], *result));
@@ -230,35 +242,6 @@ int OptimizeCommand::run(const std::string& store_path) {
   InitOptions init{a.eval.device, harness_dir() / "workspace", self_executable()};
   WorkspaceRecord record;
   if (Status s = init_workspace(task, dir, init, store.get(), &record); !s.ok()) return fail(s);
-  std::map<std::string, std::string>& files = candidate.files;
-  // Where the tuning database has a winner for the kind on the device this store last
-  // evaluated on, the episode starts from it (the device is confirmed after the evaluation).
-  const int by_default = candidate.configs.at(0).id;
-  int start = by_default;
-  if (a.tune == "auto") {
-    std::optional<std::string> last_device;
-    if (Status s = store->last_device_name(a.eval.device, &last_device); !s.ok()) return fail(s);
-    std::optional<nlohmann::json> known;
-    if (last_device) {
-      const TuningKey key{candidate.pattern, candidate.shape_class, *last_device};
-      if (Status s = store->get_tuning(key, &known); !s.ok()) return fail(s);
-    }
-    for (const synth::KernelConfig& c : candidate.configs) {
-      if (known && known->value("config", by_default) == c.id && c.id != by_default) {
-        start = c.id;
-        say("tune: starting from the tuning database's " + c.label + " (" + candidate.shape_class +
-            " on " + *last_device + ")");
-      }
-    }
-  }
-  files["model_new.py"] = synth::with_config(files["model_new.py"], start);
-  for (const auto& [path, text] : files) {
-    std::error_code ec;
-    fs::create_directories((dir / path).parent_path(), ec);
-    if (Status s = write_file_atomic(dir / path, text); !s.ok()) return fail(s);
-  }
-  say("workspace: " + dir.string());
-
   EvalOptions& o = a.eval;
   o.harness_dir = harness_dir();
   o.compile.cache_dir = default_cache_dir() / "build";
@@ -266,20 +249,43 @@ int OptimizeCommand::run(const std::string& store_path) {
   fs::create_directories(o.compile.cache_dir, ec);
   o.protected_paths = {store->path().parent_path(), o.compile.cache_dir};
   Evaluator evaluator(o, &runner, store.get(), say);
+  Tuner tuner{candidate, dir, &evaluator, store.get(), say};
+
+  // Where the tuning database has a winner for the kind on the device this store last
+  // evaluated on, the episode starts from it (the device is confirmed after the evaluation).
+  const int by_default = candidate.configs.at(0).id;
+  int start = by_default;
+  if (a.tune == "auto") {
+    std::optional<std::string> last_device;
+    if (Status s = store->last_device_name(a.eval.device, &last_device); !s.ok()) return fail(s);
+    const synth::KernelConfig* winner = nullptr;
+    if (last_device) {
+      if (Status s = tuner.winner(*last_device, &winner); !s.ok()) return fail(s);
+    }
+    if (winner && winner->id != by_default) {
+      start = winner->id;
+      say("tune: starting from the tuning database's " + winner->label + " (" +
+          candidate.shape_class + " on " + *last_device + ")");
+    }
+  }
+  std::map<std::string, std::string>& files = candidate.files;
+  files["model_new.py"] = synth::with_config(files["model_new.py"], start);
+  for (const auto& [path, text] : files) {
+    fs::create_directories((dir / path).parent_path(), ec);
+    if (Status s = write_file_atomic(dir / path, text); !s.ok()) return fail(s);
+  }
+  say("workspace: " + dir.string());
+
   EvalResult result;
   if (Status s = evaluator.evaluate(dir, &result); !s.ok()) return fail(s);
   if (start != by_default && !result.passed()) {
     say("tune: the database's configuration fails here (" + result.reason + "); the default");
     start = by_default;
-    files["model_new.py"] = synth::with_config(files["model_new.py"], start);
-    if (Status s = write_file_atomic(dir / "model_new.py", files["model_new.py"]); !s.ok())
-      return fail(s);
-    if (Status s = evaluator.evaluate(dir, &result); !s.ok()) return fail(s);
+    if (Status s = tuner.evaluate(start, &result); !s.ok()) return fail(s);
   }
   nlohmann::json tuning;
   if (a.tune != "off" && o.stage == "all" && result.passed() && result.candidate_us &&
       candidate.configs.size() > 1) {
-    Tuner tuner{candidate, dir, &evaluator, store.get(), say};
     if (Status s = tuner.run(a.tune == "always", start, &result, &tuning); !s.ok()) return fail(s);
   }
   if (a.as_json) {

@@ -65,6 +65,19 @@ class Statement {
   int rc_;
 };
 
+/// Steps st, whose first column is a JSON record, into *record (left empty when there is no
+/// row). Returns SQLITE_ROW or SQLITE_DONE, SQLITE_MISMATCH when the text is not JSON, or the
+/// step's error code.
+int step_record(Statement& st, std::optional<nlohmann::json>* record) {
+  const int rc = st.step();
+  record->reset();
+  if (rc != SQLITE_ROW) return rc;
+  nlohmann::json parsed = nlohmann::json::parse(st.text(0), nullptr, false);
+  if (parsed.is_discarded()) return SQLITE_MISMATCH;
+  *record = std::move(parsed);
+  return rc;
+}
+
 }  // namespace
 
 std::filesystem::path default_store_path() {
@@ -182,13 +195,9 @@ Status Store::get_tuning(const TuningKey& key, std::optional<nlohmann::json>* re
   st.bind(1, key.pattern);
   st.bind(2, key.shape_class);
   st.bind(3, key.device);
-  int rc = st.step();
-  record->reset();
-  if (rc == SQLITE_DONE) return Status::OK();
-  if (rc != SQLITE_ROW) return error("read tuning");
-  nlohmann::json parsed = nlohmann::json::parse(st.text(0), nullptr, false);
-  if (parsed.is_discarded()) return Status::Corruption("tuning record for " + key.pattern);
-  *record = std::move(parsed);
+  const int rc = step_record(st, record);
+  if (rc == SQLITE_MISMATCH) return Status::Corruption("tuning record for " + key.pattern);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return error("read tuning");
   return Status::OK();
 }
 
@@ -210,13 +219,9 @@ Status Store::get_baseline(const std::string& key, std::optional<nlohmann::json>
   Statement st(db_, "SELECT record FROM baselines WHERE key = ?");
   if (!st.ok()) return error("prepare");
   st.bind(1, key);
-  int rc = st.step();
-  record->reset();
-  if (rc == SQLITE_DONE) return Status::OK();
-  if (rc != SQLITE_ROW) return error("read baseline");
-  nlohmann::json parsed = nlohmann::json::parse(st.text(0), nullptr, false);
-  if (parsed.is_discarded()) return Status::Corruption("baseline " + key);
-  *record = std::move(parsed);
+  const int rc = step_record(st, record);
+  if (rc == SQLITE_MISMATCH) return Status::Corruption("baseline " + key);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return error("read baseline");
   return Status::OK();
 }
 

@@ -846,9 +846,11 @@ std::string combine(const RowAccumulator& a, const char* indent, int part = 0) {
          ");\n";
 }
 
-/// The cached walk's loop over a thread's elements (in increasing k), with each per-element
-/// input's value and the per-element lines up to `level` in scope, running `body`.
-std::string cached_loop(const RowPlan& plan, int level, const std::string& body) {
+/// The cached walk's loop over a thread's elements (in increasing k): per run of 4 (from k0),
+/// `before`, then for each element, with each per-element input's value and the per-element
+/// lines up to `level` in scope, `body`, then `after`.
+std::string cached_loop(const RowPlan& plan, int level, const std::string& body,
+                        const std::string& before = "", const std::string& after = "") {
   std::string loads;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (plan.inputs[k].per_element)
@@ -857,24 +859,34 @@ std::string cached_loop(const RowPlan& plan, int level, const std::string& body)
   return "    #pragma unroll\n"
          "    for (int j = 0; j < NV; ++j) {\n"
          "      const int k0 = (j * TY + ty) * 4;\n"
-         "      if (!live || k0 >= R) continue;\n"
+         "      if (!live || k0 >= R) continue;\n" +
+         before +
          "#pragma unroll\n"
          "      for (int q = 0; q < 4; ++q) {\n"
          "        const int64_t k = k0 + q;\n" +
-         loads + lines_at(plan, true, level, "        ") + body + "      }\n    }\n";
+         loads + lines_at(plan, true, level, "        ") + body + "      }\n" + after + "    }\n";
+}
+
+/// The declarations of accumulator a at its initial value (and its index or sum of
+/// exponentials).
+std::string declare(const RowAccumulator& a, const char* indent) {
+  std::string s = indent + std::string("float ") + a.name + " = " + initial(a.kind) + ";\n";
+  if (a.kind == "lse") s += indent + std::string("float ") + a.name + "_s = 0.0f;\n";
+  if (a.kind == "argmax" || a.kind == "argmin")
+    s += indent + std::string("int64_t ") + a.name + "_i = INT64_MAX;\n";
+  return s;
 }
 
 /// Pass `pass` of the cached walk. The row is in registers, so a logsumexp takes its maximum
 /// and then its sum of exponentials in two loops (one exp per element, no rescaling), and an
 /// argmax or argmin, whose thread meets its elements in increasing k, keeps the first best.
 std::string cached_pass(const RowPlan& plan, int pass) {
-  std::string declare, first, second, combines, sums;
+  std::string declarations, first, second, combines, sums;
   for (const RowAccumulator& a : plan.accumulators) {
     if (a.pass != pass) continue;
-    declare += "    float " + a.name + " = " + initial(a.kind) + ";\n";
+    declarations += declare(a, "    ");
     const std::string& x = a.operand;
     if (a.kind == "lse") {
-      declare += "    float " + a.name + "_s = 0.0f;\n";
       first += "        " + a.name + " = sa_max(" + a.name + ", " + x + ");\n";
       second += "        " + a.name + "_s += " + x + " == " + a.name + " ? 1.0f : expf(" + x +
                 " - " + a.name + ");\n";
@@ -883,7 +895,6 @@ std::string cached_pass(const RowPlan& plan, int pass) {
       continue;
     }
     if (a.kind == "argmax" || a.kind == "argmin") {
-      declare += "    int64_t " + a.name + "_i = INT64_MAX;\n";
       const char* beats = a.kind == "argmax" ? " > " : " < ";
       first += "        if (" + x + beats + a.name + " || (" + x + " != " + x + " && " + a.name +
                " == " + a.name + ")) {\n          " + a.name + " = " + x + ";\n          " +
@@ -893,9 +904,9 @@ std::string cached_pass(const RowPlan& plan, int pass) {
     }
     combines += combine(a, "    ");
   }
-  if (declare.empty()) return "";
-  std::string s =
-      "    // pass " + n(pass) + "\n" + declare + cached_loop(plan, pass - 1, first) + combines;
+  if (declarations.empty()) return "";
+  std::string s = "    // pass " + n(pass) + "\n" + declarations +
+                  cached_loop(plan, pass - 1, first) + combines;
   if (!second.empty()) s += cached_loop(plan, pass - 1, second) + sums;
   return s;
 }
@@ -932,6 +943,18 @@ std::string row_body(const RowPlan& plan, Walk walk) {
     row += lines_at(plan, false, 0, in2);
     for (int pass = 1; pass <= plan.passes; ++pass)
       row += cached_pass(plan, pass) + lines_at(plan, false, pass, in2);
+    // Each run of 4 is computed into r<j> and stored at once.
+    std::string results, writes, stores;
+    for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
+      if (!plan.outputs[j].per_element) continue;
+      results += "      float r" + n(j) + "[4];\n";
+      writes += "        r" + n(j) + "[q] = " + plan.outputs[j].variable + ";\n";
+      stores += "      sa_store4(out" + n(j) + " + o * R + k0, r" + n(j) + ");\n";
+    }
+    if (!writes.empty()) {
+      row += in2 + std::string("// the outputs\n") +
+             cached_loop(plan, plan.passes, writes, results, stores);
+    }
   } else {
     row += lines_at(plan, false, 0, in2);
     const std::string loop =
@@ -939,25 +962,22 @@ std::string row_body(const RowPlan& plan, Walk walk) {
             ? "for (int64_t k = 0; k < R; ++k) {\n"
             : "#pragma unroll 8\n    for (int64_t k = ty; live && k < R; k += TY) {\n";
     for (int pass = 1; pass <= plan.passes; ++pass) {
-      std::string declare, updates, combines, sums;
+      std::string declarations, updates, combines, sums;
       bool only_sums = true;
       for (const RowAccumulator& a : plan.accumulators) {
         if (a.pass != pass) continue;
-        declare += in2 + std::string("float ") + a.name + " = " + initial(a.kind) + ";\n";
-        if (a.kind == "lse") declare += in2 + std::string("float ") + a.name + "_s = 0.0f;\n";
-        if (a.kind == "argmax" || a.kind == "argmin")
-          declare += in2 + std::string("int64_t ") + a.name + "_i = INT64_MAX;\n";
+        declarations += declare(a, in2);
         if (cuda) combines += combine(a, in2);
         updates += "      " + update(a) + "\n";
         only_sums = only_sums && a.kind == "sum";
         sums += (sums.empty() ? "" : ", ") + a.name;
       }
-      if (declare.empty()) continue;
+      if (declarations.empty()) continue;
       // On the CPU a pass whose accumulators are all sums vectorises as an OpenMP reduction.
       std::string simd = !cuda && only_sums
                              ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n"
                              : "";
-      row += in2 + std::string("// pass ") + n(pass) + "\n" + declare + simd + in2 + loop +
+      row += in2 + std::string("// pass ") + n(pass) + "\n" + declarations + simd + in2 + loop +
              loads(plan, "      ") + lines_at(plan, true, pass - 1, "      ") + updates + in2 +
              "}\n" + combines + lines_at(plan, false, pass, in2);
     }
@@ -972,33 +992,6 @@ std::string row_body(const RowPlan& plan, Walk walk) {
     if (!element_writes.empty()) {
       row += in2 + std::string("// the outputs\n") + in2 + loop + loads(plan, "      ") +
              lines_at(plan, true, plan.passes, "      ") + element_writes + in2 + "}\n";
-    }
-  }
-  if (walk == Walk::kCached) {
-    // Each run of 4 is computed into r<j> and stored at once.
-    std::string declare, writes, stores;
-    for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
-      if (!plan.outputs[j].per_element) continue;
-      declare += "      float r" + n(j) + "[4];\n";
-      writes += "        r" + n(j) + "[q] = " + plan.outputs[j].variable + ";\n";
-      stores += "      sa_store4(out" + n(j) + " + o * R + k0, r" + n(j) + ");\n";
-    }
-    if (!declare.empty()) {
-      std::string loads;
-      for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-        if (plan.inputs[k].per_element)
-          loads += "        const float in" + n(k) + " = c" + n(k) + "[4 * j + q];\n";
-      }
-      row += in2 + std::string("// the outputs\n") + in2 + "#pragma unroll\n" + in2 +
-             "for (int j = 0; j < NV; ++j) {\n"
-             "      const int k0 = (j * TY + ty) * 4;\n"
-             "      if (!live || k0 >= R) continue;\n" +
-             declare +
-             "#pragma unroll\n"
-             "      for (int q = 0; q < 4; ++q) {\n"
-             "        const int64_t k = k0 + q;\n" +
-             loads + lines_at(plan, true, plan.passes, "        ") + writes + "      }\n" + stores +
-             in2 + "}\n";
     }
   }
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
@@ -1028,6 +1021,23 @@ struct StridedShape {
 constexpr StridedShape kStridedShapes[] = {{64, 8},  {32, 8},  {128, 4}, {32, 16},
                                            {1, 512}, {1, 256}, {1, 128}, {1, 32}};
 constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..10, strided 100..107
+
+/// The strided walk's shape by default: the first entry whose bounds the rows meet. Rows
+/// inner >= 16 apart take two warps over 64 neighbouring rows (256 consecutive bytes a step);
+/// other rows, threads by their length.
+struct StridedDefault {
+  long long min_inner, min_length;
+  int shape;  // in kStridedShapes
+};
+constexpr StridedDefault kStridedDefaults[] = {
+    {16, 0, 0}, {0, 4096, 4}, {0, 1024, 5}, {0, 256, 6}, {0, 0, 7}};
+
+int strided_default(long long R, long long I) {
+  for (const StridedDefault& d : kStridedDefaults) {
+    if (I >= d.min_inner && R >= d.min_length) return d.shape;
+  }
+  return std::size(kStridedShapes) - 1;
+}
 
 /// Whether a thread of the shape holds its share of `cached` inputs in registers with room for
 /// the rest of the kernel (about 32 registers) under __launch_bounds__(threads).
@@ -1209,23 +1219,17 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
             aligned +
             ";\n"
             "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
-            chosen + "  }\n  if (cached) {\n" + by_length +
-            "  }\n"
-            "  // Strided rows: two warps over 64 neighbouring rows read 256 consecutive bytes.\n"
-            "  if (I >= 16) return launch_strided<64, 8>(" +
-            args +
-            ", s);\n"
-            "  if (R >= 4096) return launch_strided<1, 512>(" +
-            args +
-            ", s);\n"
-            "  if (R >= 1024) return launch_strided<1, 256>(" +
-            args +
-            ", s);\n"
-            "  if (R >= 256) return launch_strided<1, 128>(" +
-            args +
-            ", s);\n"
-            "  return launch_strided<1, 32>(" +
-            args + ", s);\n}\n";
+            chosen + "  }\n  if (cached) {\n" + by_length + "  }\n";
+  for (const StridedDefault& d : kStridedDefaults) {
+    std::vector<std::string> bounds;
+    if (d.min_inner > 0) bounds.push_back("I >= " + n(d.min_inner));
+    if (d.min_length > 0) bounds.push_back("R >= " + n(d.min_length));
+    const StridedShape& shape = kStridedShapes[d.shape];
+    source += "  " + (bounds.empty() ? "" : "if (" + join(bounds, " && ") + ") ") +
+              "return launch_strided<" + n(shape.rows) + ", " + n(shape.threads) + ">(" + args +
+              ", s);\n";
+  }
+  source += "}\n";
   return source;
 }
 
@@ -1339,13 +1343,26 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   return s;
 }
 
+namespace {
+
+/// O, R and I of the plan's sizes at capture: rows' outer extent, length and inner extent.
+struct Extents {
+  long long O = 1, R = 1, I = 1;
+};
+
+Extents extents(const RowPlan& plan) {
+  Extents e;
+  for (int d = 0; d < static_cast<int>(plan.sizes.size()); ++d) {
+    (d < plan.first_reduced ? e.O : d <= plan.last_reduced ? e.R : e.I) *= plan.sizes[d];
+  }
+  return e;
+}
+
+}  // namespace
+
 std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& device) {
   if (device != "cuda") return cpu_schedules();
-  long long O = 1, R = 1, I = 1;
-  for (int d = 0; d < static_cast<int>(plan.sizes.size()); ++d) {
-    (d < plan.first_reduced ? O : d <= plan.last_reduced ? R : I) *= plan.sizes[d];
-  }
-  (void)O;
+  const auto [O, R, I] = extents(plan);
   int held = 0;
   for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;
   std::vector<KernelConfig> configs;
@@ -1358,15 +1375,15 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
     }
     if (!configs.empty()) return configs;
   }
-  // The strided walk: the default shape first, then its neighbours.
-  std::vector<int> order;
-  if (I >= 16) {
-    order = {0, 1, 2, 3};
+  // The strided walk: the default shape first, then the other shapes for strided rows, or
+  // the neighbours by thread count for rows along the last dim.
+  const int by_default = strided_default(R, I);
+  std::vector<int> order = {by_default};
+  if (by_default == 0) {
+    order.insert(order.end(), {1, 2, 3});
   } else {
-    const int by_length = R >= 4096 ? 4 : R >= 1024 ? 5 : R >= 256 ? 6 : 7;
-    order = {by_length};
-    for (int c = 4; c < 8; ++c) {
-      if (c != by_length && std::abs(c - by_length) == 1) order.push_back(c);
+    for (int c : {by_default - 1, by_default + 1}) {
+      if (c >= 4 && c < 8) order.push_back(c);
     }
   }
   for (int c : order) {
@@ -1384,10 +1401,7 @@ Status synthesize_rows(const Graph& graph, const std::string& device, Candidate*
   candidate->files[device == "cuda" ? "kernels/fused_rows.cu" : "kernels/fused_rows.cpp"] = kernel;
   candidate->configs = row_configs(plan, device);
   candidate->pattern = sha256_hex(kernel);
-  long long O = 1, R = 1, I = 1;
-  for (int d = 0; d < static_cast<int>(plan.sizes.size()); ++d) {
-    (d < plan.first_reduced ? O : d <= plan.last_reduced ? R : I) *= plan.sizes[d];
-  }
+  const auto [O, R, I] = extents(plan);
   candidate->shape_class = "rows of " + size_class(R) +
                            (I == 1 ? "" : " strided " + size_class(I)) + ", " + size_class(O * I) +
                            " of them";

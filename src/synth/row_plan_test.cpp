@@ -19,6 +19,16 @@ json scaled_softmax(int rows, int cols) {
                {"softmax"});
 }
 
+/// nn.LayerNorm(cols) over (rows, cols): the input, weight and bias all read along the row.
+json layer_norm(int rows, int cols) {
+  return graph({tensor_input("p_w", "parameter", {cols}, "norm.weight"),
+                tensor_input("p_b", "parameter", {cols}, "norm.bias"),
+                tensor_input("x", "input", {rows, cols})},
+               {node("ln", "aten.layer_norm.default",
+                     {ref("x"), {cols}, ref("p_w"), ref("p_b"), 1e-5}, {rows, cols})},
+               {"ln"});
+}
+
 TEST(SynthRowPlan, SoftmaxReadsTheRowOnceForItsStatisticsThenWrites) {
   RowPlan plan;
   ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &plan).ok());
@@ -55,12 +65,7 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
   EXPECT_NE(one.find("return launch_strided<1, 512>("), std::string::npos);
 
   // Three inputs read along the row (x, weight, bias) leave room for 16384 elements a row.
-  Graph g = read(graph(
-      {tensor_input("p_w", "parameter", {256}, "norm.weight"),
-       tensor_input("p_b", "parameter", {256}, "norm.bias"), tensor_input("x", "input", {8, 256})},
-      {node("ln", "aten.layer_norm.default", {ref("x"), {256}, ref("p_w"), ref("p_b"), 1e-5},
-            {8, 256})},
-      {"ln"}));
+  Graph g = read(layer_norm(8, 256));
   RowPlan norm;
   ASSERT_TRUE(plan_rows(g, &norm).ok());
   const std::string three = row_kernel_source(norm, "cuda");
@@ -110,12 +115,7 @@ TEST(SynthRowPlan, TasksOfOneKindShareAPatternAndSizesPickTheClass) {
 }
 
 TEST(SynthRowPlan, LayerNormReadsItsWeightAndBiasAlongTheRow) {
-  Graph g = read(graph(
-      {tensor_input("p_w", "parameter", {256}, "norm.weight"),
-       tensor_input("p_b", "parameter", {256}, "norm.bias"), tensor_input("x", "input", {8, 256})},
-      {node("ln", "aten.layer_norm.default", {ref("x"), {256}, ref("p_w"), ref("p_b"), 1e-5},
-            {8, 256})},
-      {"ln"}));
+  Graph g = read(layer_norm(8, 256));
   RowPlan plan;
   ASSERT_TRUE(plan_rows(g, &plan).ok());
   EXPECT_EQ(plan.passes, 2);  // the mean, then the variance about it
