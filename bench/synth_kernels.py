@@ -130,9 +130,12 @@ def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
 
 def run_child(row: dict, reps: int, timeout: int) -> dict:
     workspace = Path(row["workspace"])
+    env = dict(os.environ)
+    if reps == 0:  # warm-ups run several at once: inductor's compile workers would oversubscribe
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
     done = subprocess.run([sys.executable, __file__, "--child", str(workspace / "model.py"),
                            str(workspace), row["lib"], str(reps)],
-                          text=True, capture_output=True, timeout=timeout)
+                          text=True, capture_output=True, timeout=timeout, env=env)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         error = [line for line in done.stderr.strip().splitlines() if line.strip()]
@@ -156,6 +159,21 @@ def measure(row: dict, args: argparse.Namespace, work: Path) -> dict:
         del row["lib"], row["workspace"]
     (work / f"{row['level']}-{row['id'].split('/')[1]}.json").write_text(json.dumps(row) + "\n")
     return row
+
+
+def write_summary(out: Path, rows: list) -> dict:
+    measured = [r for r in rows if r.get("outcome") == "pass"]
+    summary = {
+        "tasks": len(rows),
+        "candidates": sum(1 for r in rows if r.get("outcome") != "no_candidate"),
+        "correct": len(measured),
+        "faster_than_compile": sum(1 for r in measured if r["vs_compile"] > 1.0),
+        "geomean_vs_compile": geomean([r["vs_compile"] for r in measured]),
+        "geomean_vs_eager": geomean([r["vs_eager"] for r in measured]),
+    }
+    (out / "synth_kernels.json").write_text(json.dumps({"summary": summary, "rows": rows},
+                                                       indent=1) + "\n")
+    return summary
 
 
 def main() -> int:
@@ -182,34 +200,26 @@ def main() -> int:
     tasks = suite_tasks(ROOT / "tasks", args.levels, args.only)
     kept = {t: work / f"{t.parent.name}-{t.stem}.json" for t in tasks}
     todo = [t for t in tasks if not kept[t].exists()]
-    print(f"preparing {len(todo)} task(s), {args.jobs} at a time", flush=True)
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        prepared = dict(zip(todo, pool.map(lambda t: prepare(t, args, work), todo)))
-    rows = []
+    print(f"preparing {len(todo)} task(s), {args.jobs} at a time; each timed once it is ready",
+          flush=True)
     print(f"{'task':48} {'outcome':12} {'eager ms':>9} {'compile ms':>10} {'ours ms':>8} "
           f"{'vs eager':>8} {'vs compile':>10}", flush=True)
-    for task in tasks:
-        row = (json.loads(kept[task].read_text()) if task not in prepared
-               else measure(prepared[task], args, work))
-        rows.append(row)
-        if row.get("outcome") in ("pass", "mismatch"):
-            print(f"{row['id']:48} {row['outcome']:12} {row['eager_ms']:9.3f} "
-                  f"{row['compile_ms']:10.3f} {row['candidate_ms']:8.3f} {row['vs_eager']:8.2f} "
-                  f"{row['vs_compile']:10.2f}", flush=True)
-        else:
-            print(f"{row['id']:48} {row['outcome']:12} {row.get('reason', '')[:80]}", flush=True)
-    measured = [r for r in rows if r.get("outcome") == "pass"]
-    summary = {
-        "tasks": len(rows),
-        "candidates": sum(1 for r in rows if r.get("outcome") != "no_candidate"),
-        "correct": len(measured),
-        "faster_than_compile": sum(1 for r in measured if r["vs_compile"] > 1.0),
-        "geomean_vs_compile": geomean([r["vs_compile"] for r in measured]),
-        "geomean_vs_eager": geomean([r["vs_eager"] for r in measured]),
-    }
-    print(json.dumps(summary))
-    (out / "synth_kernels.json").write_text(json.dumps({"summary": summary, "rows": rows},
-                                                       indent=1) + "\n")
+    rows = []
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        prepared = {t: pool.submit(prepare, t, args, work) for t in todo}
+        for task in tasks:
+            row = (json.loads(kept[task].read_text()) if task not in prepared
+                   else measure(prepared[task].result(), args, work))
+            rows.append(row)
+            if row.get("outcome") in ("pass", "mismatch"):
+                print(f"{row['id']:48} {row['outcome']:12} {row['eager_ms']:9.3f} "
+                      f"{row['compile_ms']:10.3f} {row['candidate_ms']:8.3f} "
+                      f"{row['vs_eager']:8.2f} {row['vs_compile']:10.2f}", flush=True)
+            else:
+                print(f"{row['id']:48} {row['outcome']:12} {row.get('reason', '')[:80]}",
+                      flush=True)
+            write_summary(out, rows)  # after every task: a run cut short still leaves its table
+    print(json.dumps(write_summary(out, rows)))
     return 0
 
 

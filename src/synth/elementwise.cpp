@@ -1,5 +1,7 @@
 #include "synth/elementwise.h"
 
+#include <algorithm>
+
 #include "synth/expression.h"
 #include "synth/model_source.h"
 #include "util/hash.h"
@@ -105,6 +107,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
       p.output_dtype = out.results[0].dtype;
       for (int index : p.inputs) {
         const auto& shape = graph.values[index].results[0].shape;
+        p.input_full.push_back(shape == p.output_shape);
         if (!broadcast_run(shape, p.output_shape)) {
           problems.push_back("input " + graph.values[index].name + " of shape " +
                              shape_text(shape) + " does not broadcast to " +
@@ -201,72 +204,119 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
                        "#include <math.h>\n#include <stdint.h>\n";
   const std::string helpers = std::string(kExpressionHelpers) + dtype_helpers(device) + "\n";
   if (cuda) {
-    // V elements at a time: 4 (16-byte float32 loads) when every contiguous input and the output
-    // allow it, else 1.
-    std::string vector_loads, body_v, aligned;
+    // W elements at a time where every contiguous input and the output allow it, else 1: 8 (16
+    // bytes) when every tensor is 16-bit, else 4 (16 bytes of float32).
+    bool narrow = plan.output_dtype != "float32";
+    for (const std::string& dtype : plan.input_dtypes) narrow = narrow && dtype != "float32";
+    const std::string width = narrow ? "8" : "4";
+    // Vectors a thread loads before it computes any: up to 4, and up to 32 floats held across
+    // the inputs of the output's shape (with the rest of the body that fits the 128 registers a
+    // thread of a 512-thread block has). A broadcast input is read as it is used: it is small, so
+    // cached.
+    const auto full =
+        static_cast<std::size_t>(std::count(plan.input_full.begin(), plan.input_full.end(), true));
+    const std::size_t per_vector = (narrow ? 8 : 4) * std::max<std::size_t>(full, 1);
+    const std::string unroll = std::to_string(std::clamp<std::size_t>(32 / per_vector, 1, 4));
+    std::string constants, vector_loads, broadcast_loads, body_v, aligned, held;
     for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
       std::string n = std::to_string(k);
-      vector_loads += "      float x" + n + "[V];\n      if (step" + n + ") sa_load_v<V>(row" + n +
-                      " + c0, x" + n + ");\n      else for (int q = 0; q < V; ++q) x" + n +
-                      "[q] = sa_load(row" + n + "[0]);\n";
-      body_v += "        const float in" + n + " = x" + n + "[q];\n";
-      aligned += " && (!step" + n + " || sa_aligned4(in" + n + "_data))";
+      aligned += " && (!step" + n + " || sa_aligned<" + width + ">(in" + n + "_data))";
+      if (plan.input_full[k]) {  // always a contiguous run along the row (step 1)
+        held += (held.empty() ? "x" : ", x") + n + "[kUnroll][V]";
+        vector_loads += "          sa_load_v<V>(row" + n + " + c0, x" + n + "[u]);\n";
+        body_v += "          const float in" + n + " = x" + n + "[u][q];\n";
+        continue;
+      }
+      constants +=
+          "    const float s" + n + " = step" + n + " ? 0.0f : sa_load(row" + n + "[0]);\n";
+      body_v += "          const float in" + n + " = step" + n + " ? y" + n + "[q] : s" + n + ";\n";
+      broadcast_loads += "        float y" + n + "[V];\n        if (step" + n +
+                         ") sa_load_v<V>(row" + n + " + c0, y" + n + ");\n";
     }
-    for (const std::string& line : plan.lines) body_v += "        " + line + "\n";
-    body_v += "        result[q] = " + plan.result + ";\n";
+    for (const std::string& line : plan.lines) body_v += "          " + line + "\n";
+    body_v += "          result[q] = " + plan.result + ";\n";
     source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
     source += helpers + kCudaLaunchHelpers + "\n";
     source +=
-        "// One block per row at a time (rows grid-strided), its threads across the row, V\n"
-        "// elements each.\n"
+        "// Vectors of V elements a thread loads before it computes any: that many loads of each\n"
+        "// input in flight.\n"
+        "constexpr int kUnroll = " +
+        unroll +
+        ";\n\n"
+        "// blockDim.y rows a block (rows grid-strided), blockDim.x threads across a row, each\n"
+        "// taking kUnroll vectors of V elements, blockDim.x * V apart, per step.\n"
         "template <int V>\n"
-        "static __global__ void fused_elementwise_kernel(" +
+        "static __global__ void __launch_bounds__(512) fused_elementwise_kernel(" +
         params +
         ") {\n"
-        "  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {\n" +
-        row_setup + "    " + element_type(plan.output_dtype) +
+        "  const int64_t span = (int64_t)blockDim.x * V;\n"
+        "  for (int64_t r = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; r < rows;\n"
+        "       r += (int64_t)gridDim.x * blockDim.y) {\n" +
+        row_setup + constants + "    " + element_type(plan.output_dtype) +
         "* out_row = out + r * cols;\n"
-        "    for (int64_t c0 = (int64_t)threadIdx.x * V; c0 < cols; c0 += (int64_t)blockDim.x * "
-        "V) {\n" +
-        vector_loads +
-        "      float result[V];\n"
+        "    for (int64_t c = (int64_t)threadIdx.x * V; c < cols; c += span * kUnroll) {\n" +
+        (held.empty() ? std::string()
+                      : "      float " + held +
+                            ";\n"
+                            "#pragma unroll\n"
+                            "      for (int u = 0; u < kUnroll; ++u) {\n"
+                            "        const int64_t c0 = c + u * span;\n"
+                            "        if (c0 < cols) {\n" +
+                            vector_loads +
+                            "        }\n"
+                            "      }\n") +
         "#pragma unroll\n"
-        "      for (int q = 0; q < V; ++q) {\n" +
+        "      for (int u = 0; u < kUnroll; ++u) {\n"
+        "        const int64_t c0 = c + u * span;\n"
+        "        if (c0 >= cols) break;\n" +
+        broadcast_loads +
+        "        float result[V];\n"
+        "#pragma unroll\n"
+        "        for (int q = 0; q < V; ++q) {\n" +
         body_v +
+        "        }\n"
+        "        sa_store_v<V>(out_row + c0, result);\n"
         "      }\n"
-        "      sa_store_v<V>(out_row + c0, result);\n"
         "    }\n  }\n}\n\n";
     source +=
-        "// The block size model_new.py chose, 128 << config threads, or -1: by the row length.\n"
+        "// The block size model_new.py chose, 128 << config threads, or -1: 256.\n"
         "static int sa_config = -1;\n"
         "extern \"C\" int fused_elementwise_config(int64_t config) {\n"
-        "  sa_config = config >= 0 && config <= 3 ? (int)config : -1;\n"
+        "  sa_config = config >= 0 && config <= 2 ? (int)config : -1;\n"
         "  return 0;\n}\n\n";
-    source += "template <int V>\nstatic int launch(" + params +
-              ", cudaStream_t stream) {\n"
-              "  const int64_t per_row = cols / V;\n"
-              "  const int threads = sa_config >= 0 ? 128 << sa_config\n"
-              "                      : per_row >= 512 ? 512 : per_row >= 256 ? 256 : 128;\n"
-              "  static int resident = 0;\n"
-              "  int64_t most = 0;\n"
-              "  SA_TRY(sa_resident_blocks(fused_elementwise_kernel<V>, threads, &resident, "
-              "&most));\n"
-              "  const int64_t blocks = rows < most ? rows : most;\n"
-              "  fused_elementwise_kernel<V><<<(unsigned)blocks, threads, 0, stream>>>(" +
-              args +
-              ");\n"
-              "  return (int)cudaGetLastError();\n}\n\n";
     source +=
-        "extern \"C\" int fused_elementwise(" + params +
-        ", void* stream) {\n"
-        "  if (rows == 0 || cols == 0) return 0;\n"
-        "  cudaStream_t s = (cudaStream_t)stream;\n"
-        "  // Rows start at multiples of cols, so 4 | cols and aligned bases align every row.\n"
-        "  if (cols % 4 == 0 && sa_aligned4(out)" +
-        aligned + ") return launch<4>(" + args +
-        ", s);\n"
-        "  return launch<1>(" +
-        args + ", s);\n}\n";
+        "template <int V>\nstatic int launch(" + params +
+        ", cudaStream_t stream) {\n"
+        "  const int threads = sa_config >= 0 ? 128 << sa_config : 256;\n"
+        "  // Across a row as many threads as its vectors need (a warp at least), the rest of\n"
+        "  // the block on further rows.\n"
+        "  const int64_t steps = (cols / V + kUnroll - 1) / kUnroll;\n"
+        "  int across = 32;\n"
+        "  while (across < threads && across < steps) across *= 2;\n"
+        "  const dim3 block(across, threads / across);\n"
+        "  static int resident = 0;\n"
+        "  int64_t most = 0;\n"
+        "  SA_TRY(sa_resident_blocks(fused_elementwise_kernel<V>, threads, &resident, "
+        "&most));\n"
+        "  const int64_t needed = (rows + block.y - 1) / block.y;\n"
+        "  const int64_t blocks = needed < most ? needed : most;\n"
+        "  fused_elementwise_kernel<V><<<(unsigned)blocks, block, 0, stream>>>(" +
+        args +
+        ");\n"
+        "  return (int)cudaGetLastError();\n}\n\n";
+    source += "extern \"C\" int fused_elementwise(" + params +
+              ", void* stream) {\n"
+              "  if (rows == 0 || cols == 0) return 0;\n"
+              "  cudaStream_t s = (cudaStream_t)stream;\n"
+              "  // Rows start at multiples of cols, so " +
+              width +
+              " | cols and aligned bases align every row.\n"
+              "  if (cols % " +
+              width + " == 0 && sa_aligned<" + width + ">(out)" + aligned + ") return launch<" +
+              width + ">(" + args +
+              ", s);\n"
+              "  return launch<1>(" +
+              args + ", s);\n}\n";
   } else {
     source += "#include <omp.h>\n\n#define SA_FN static inline\n";
     source += helpers + cpu_config_source("fused_elementwise");
@@ -382,10 +432,10 @@ Status synthesize_elementwise(const Graph& graph, const std::string& device, Can
   candidate
       ->files[device == "cuda" ? "kernels/fused_elementwise.cu" : "kernels/fused_elementwise.cpp"] =
       kernel;
-  candidate->configs = device == "cuda" ? std::vector<KernelConfig>{{-1, "threads by row length"},
-                                                                    {1, "256 threads"},
-                                                                    {3, "1024 threads"}}
-                                        : cpu_schedules();
+  candidate->configs =
+      device == "cuda"
+          ? std::vector<KernelConfig>{{-1, "256 threads"}, {0, "128 threads"}, {2, "512 threads"}}
+          : cpu_schedules();
   candidate->pattern = sha256_hex(kernel);
   long long total = 1;
   for (std::int64_t size : plan.output_shape) total *= size;

@@ -28,6 +28,7 @@ struct ElementwisePlan {
   std::vector<std::string> ops;    // the ops fused, in order ("relu", "add", ...)
   std::vector<std::int64_t> output_shape;
   std::vector<std::string> input_dtypes;  // per input: float32, bfloat16 or float16
+  std::vector<bool> input_full;           // per input: of the output's shape (never broadcast)
   std::string output_dtype = "float32";
 };
 

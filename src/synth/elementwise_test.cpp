@@ -65,7 +65,8 @@ TEST(SynthElementwise, KernelsForBothDevicesHaveTheEntryTheModelBinds) {
             std::string::npos);
   EXPECT_NE(cpu.at("model_new.py").find("\nfused_elementwise_config(CONFIG)\n"), std::string::npos);
   EXPECT_NE(cpp.find("#pragma omp parallel for"), std::string::npos);
-  EXPECT_NE(cu.find("__global__ void fused_elementwise_kernel("), std::string::npos);
+  EXPECT_NE(cu.find("__global__ void __launch_bounds__(512) fused_elementwise_kernel("),
+            std::string::npos);
   EXPECT_NE(cu.find("cudaGetLastError"), std::string::npos);
   const std::string& model = cpu.at("model_new.py");
   // The weights under the task's own names, so the reference's state_dict loads.
@@ -101,13 +102,34 @@ TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
   ASSERT_TRUE(plan_elementwise(read(affine_chain(64, 32)), &plan).ok());
   const std::string source = elementwise_kernel_source(plan, "cuda");
   // A broadcast input (step 0) is read one element at a time whatever its address.
-  EXPECT_NE(source.find("if (cols % 4 == 0 && sa_aligned4(out) && (!step0 || "
-                        "sa_aligned4(in0_data)) && (!step1 || sa_aligned4(in1_data))"),
+  EXPECT_NE(source.find("if (cols % 4 == 0 && sa_aligned<4>(out) && (!step0 || "
+                        "sa_aligned<4>(in0_data)) && (!step1 || sa_aligned<4>(in1_data))"),
             std::string::npos)
       << source;
   EXPECT_NE(source.find("return launch<4>("), std::string::npos);
   EXPECT_NE(source.find("return launch<1>("), std::string::npos);
   EXPECT_NE(source.find("sa_store_v<V>(out_row + c0, result);"), std::string::npos);
+  // A broadcast input's element is read once a row, not once a vector.
+  EXPECT_NE(source.find("const float s1 = step1 ? 0.0f : sa_load(row1[0]);"), std::string::npos)
+      << source;
+}
+
+TEST(SynthElementwise, CudaReadsEightElementsAtATimeWhenEveryTensorIs16Bit) {
+  json doc = affine_chain(64, 32);
+  for (auto& input : doc["inputs"]) input["dtype"] = "bfloat16";
+  for (auto& n : doc["nodes"]) n["dtype"] = "bfloat16";
+  ElementwisePlan plan;
+  ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
+  const std::string narrow = elementwise_kernel_source(plan, "cuda");
+  EXPECT_NE(narrow.find("if (cols % 8 == 0 && sa_aligned<8>(out)"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("return launch<8>("), std::string::npos);
+
+  // One float32 tensor among them: 4 a time, 16 bytes of it.
+  doc["inputs"][1]["dtype"] = "float32";
+  ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
+  const std::string mixed = elementwise_kernel_source(plan, "cuda");
+  EXPECT_EQ(mixed.find("launch<8>("), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("return launch<4>("), std::string::npos);
 }
 
 TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {

@@ -149,12 +149,119 @@ bool rewrite_input_views(Graph* g, std::vector<AppliedRewrite>* applied) {
   return false;
 }
 
+/// batch_norm in eval mode (training false) is a per-channel affine map of x (N, C, ...):
+/// (x - running_mean) * rsqrt(running_var + eps) * weight + bias, each (C) vector viewed as
+/// (C, 1, ..., 1). As elementwise ops it joins the ops around it in one fused pass, and the
+/// elementwise kernel reads each vector once per row of x rather than once per element.
+bool rewrite_batch_norm_eval(Graph* g, std::vector<AppliedRewrite>* applied) {
+  for (std::size_t k = 0; k < g->ops.size(); ++k) {
+    const Op op = g->ops[k];  // a copy: values and ops change below
+    if (op.name != "batch_norm") continue;
+    const json& training = argument(op, 5, "training");
+    const json& eps = argument(op, 7, "eps");
+    if (!training.is_boolean() || training.get<bool>() || !eps.is_number()) continue;
+    const Value made = g->values[op.value];
+    if (made.results.size() != 1 || made.results[0].shape.size() < 2) continue;
+    const std::vector<std::int64_t> shape = made.results[0].shape;
+    const std::int64_t channels = shape[1];
+
+    // x, weight, bias, running_mean, running_var: a value each, or -1 for None.
+    static const char* const kNames[] = {"input", "weight", "bias", "running_mean", "running_var"};
+    int operand[5];
+    bool fits = true;
+    for (int i = 0; i < 5 && fits; ++i) {
+      const json& a = argument(op, i, kNames[i]);
+      operand[i] = a.is_object() && a.contains("ref") ? g->find(a["ref"].get<std::string>()) : -1;
+      if (operand[i] < 0) {
+        fits = a.is_null() && (i == 1 || i == 2);  // weight and bias may be None
+        continue;
+      }
+      const Value& v = g->values[operand[i]];
+      if (v.results.size() != 1)
+        fits = false;
+      else if (i == 0)
+        fits = v.results[0].shape == shape;
+      else
+        fits = v.kind != "op" && v.view.empty() && v.results[0].shape == std::vector{channels};
+    }
+    if (!fits) continue;
+
+    // The vectors as (C, 1, ..., 1) views against x (themselves for a 2-D x).
+    const std::size_t trailing = shape.size() - 2;
+    std::string view_call = ".view(-1";
+    for (std::size_t d = 0; d < trailing; ++d) view_call += ", 1";
+    view_call += ")";
+    std::vector<std::int64_t> column(1 + trailing, 1);
+    column[0] = channels;
+    auto per_channel = [&](int vector) {
+      if (trailing == 0) return vector;
+      Value view = g->values[vector];
+      view.name += "_channels";
+      view.results[0].shape = column;
+      view.results[0].stride = std::vector<std::int64_t>(column.size(), 1);
+      view.view = value_expression(g->values[vector]) + view_call;
+      if (int existing = g->find(view.name); existing >= 0) return existing;
+      g->values.push_back(view);
+      return static_cast<int>(g->values.size()) - 1;
+    };
+    // The ops that replace batch_norm, each making a new float32 value; the last makes the
+    // batch_norm's own value (its name and dtype), so whatever read it reads the affine map.
+    std::vector<Op> ops;
+    auto emit = [&](const std::string& target, json args, const std::vector<std::int64_t>& dims) {
+      Op next;
+      next.target = target;
+      next.name = op_base_name(target);
+      next.op_class = classify_op(next.name);
+      next.args = std::move(args);
+      next.kwargs = json::object();
+      for (const json& a : next.args) {
+        if (a.is_object()) next.inputs.push_back(g->find(a["ref"].get<std::string>()));
+      }
+      Value v;
+      v.name = made.name + "_" + next.name + std::to_string(ops.size());
+      v.kind = "op";
+      v.results = {TensorType{dims, {}, "float32"}};
+      g->values.push_back(v);
+      next.value = static_cast<int>(g->values.size()) - 1;
+      ops.push_back(next);
+      return value_argument(v.name);
+    };
+    const auto name = [&](int v) { return value_argument(g->values[v].name); };
+    const int mean = per_channel(operand[3]), var = per_channel(operand[4]);
+    const json shifted = emit("aten.add.Tensor", json::array({name(var), eps}), column);
+    const json scale = emit("aten.rsqrt.default", json::array({shifted}), column);
+    const json centered =
+        emit("aten.sub.Tensor", json::array({name(operand[0]), name(mean)}), shape);
+    json result = emit("aten.mul.Tensor", json::array({centered, scale}), shape);
+    if (operand[1] >= 0) {
+      result = emit("aten.mul.Tensor", json::array({result, name(per_channel(operand[1]))}), shape);
+    }
+    if (operand[2] >= 0) {
+      result = emit("aten.add.Tensor", json::array({result, name(per_channel(operand[2]))}), shape);
+    }
+    // The last op makes the batch_norm's value instead of its own.
+    g->values.pop_back();
+    ops.back().value = op.value;
+
+    std::vector<Op> merged(g->ops.begin(), g->ops.begin() + static_cast<std::ptrdiff_t>(k));
+    merged.insert(merged.end(), ops.begin(), ops.end());
+    merged.insert(merged.end(), g->ops.begin() + static_cast<std::ptrdiff_t>(k) + 1, g->ops.end());
+    g->ops = std::move(merged);
+    for (std::size_t i = 0; i < g->ops.size(); ++i)
+      g->values[g->ops[i].value].op = static_cast<int>(i);
+    applied->push_back({"batch_norm_eval", made.name + ": batch_norm in eval mode is a "
+                                                       "per-channel affine map of its input"});
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
-  while (rewrite_diag_matmul(graph, &applied) || rewrite_input_views(graph, &applied) ||
-         remove_dead_ops(graph, &applied)) {
+  while (rewrite_diag_matmul(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
+         rewrite_input_views(graph, &applied) || remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

@@ -4,7 +4,10 @@
 ///   - dead_op: an op whose value reaches no output is dropped (work whose result is discarded);
 ///   - diag_matmul: a product with a diagonal matrix built from a vector is a scaling:
 ///     x @ diag(d) scales x's columns (x * d), diag(d) @ x its rows (x * d[:, None]), so a
-///     dense GEMM of n^3 multiply-adds becomes one elementwise pass.
+///     dense GEMM of n^3 multiply-adds becomes one elementwise pass;
+///   - batch_norm_eval: batch_norm in eval mode is a per-channel affine map, (x - mean) *
+///     rsqrt(var + eps) * weight + bias over (C, 1, ...) views, so it fuses as elementwise ops;
+///   - input_view: an unsqueeze of an input, parameter or buffer is a view ModelNew makes.
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
 #pragma once
 
@@ -16,7 +19,7 @@
 namespace cuda_agent::synth {
 
 struct AppliedRewrite {
-  std::string name;    // "dead_op", "diag_matmul", "input_view"
+  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "input_view"
   std::string detail;  // what it changed, for a person
 };
 

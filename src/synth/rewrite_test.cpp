@@ -89,3 +89,72 @@ TEST(SynthRewrite, AnUnsqueezedInputBecomesAViewTheModelMakes) {
 
 }  // namespace
 }  // namespace cuda_agent::synth
+
+namespace cuda_agent::synth {
+namespace {
+
+/// batch_norm over x of this shape (channels its dim 1), then relu; training as given, the
+/// weight and bias present or None.
+Graph batch_norm_relu(const std::vector<int>& shape, bool training, bool affine = true) {
+  const int channels = shape[1];
+  json inputs = {tensor_input("x", "input", shape),
+                 tensor_input("b_mean", "buffer", {channels}, "running_mean"),
+                 tensor_input("b_var", "buffer", {channels}, "running_var")};
+  if (affine) {
+    inputs.push_back(tensor_input("p_weight", "parameter", {channels}, "weight"));
+    inputs.push_back(tensor_input("p_bias", "parameter", {channels}, "bias"));
+  }
+  json weight = affine ? ref("p_weight") : json(nullptr);
+  json bias = affine ? ref("p_bias") : json(nullptr);
+  return read(
+      graph(inputs,
+            {node("bn", "aten.batch_norm.default",
+                  {ref("x"), weight, bias, ref("b_mean"), ref("b_var"), training, 0.1, 1e-5, false},
+                  shape),
+             node("relu", "aten.relu.default", {ref("bn")}, shape)},
+            {"relu"}));
+}
+
+TEST(SynthRewrite, BatchNormInEvalModeBecomesAPerChannelAffineMap) {
+  // NCHW, and perturbed shapes: NCL, NC (no trailing dims: the vectors need no view).
+  for (const auto& shape : {std::vector<int>{8, 16, 5, 7}, {3, 6, 11}, {9, 4}}) {
+    Graph g = batch_norm_relu(shape, /*training=*/false);
+    auto applied = rewrite_graph(&g);
+    ASSERT_FALSE(applied.empty());
+    EXPECT_EQ(applied[0].name, "batch_norm_eval");
+    std::vector<std::string> ops;
+    for (const Op& op : g.ops) ops.push_back(op.name);
+    EXPECT_EQ(ops, (std::vector<std::string>{"add", "rsqrt", "sub", "mul", "mul", "add", "relu"}));
+    // The op that replaces batch_norm makes its value, which relu still reads.
+    EXPECT_EQ(g.values[g.ops[5].value].name, "bn");
+    EXPECT_EQ(g.values[g.ops[6].inputs[0]].name, "bn");
+    for (std::size_t k = 0; k < g.ops.size(); ++k) EXPECT_EQ(g.values[g.ops[k].value].op, (int)k);
+    // eps is added to the variance, which is read as a (C, 1, ...) view where x has more dims.
+    EXPECT_EQ(g.ops[0].args[1], 1e-5);
+    const Value& var = g.values[g.ops[0].inputs[0]];
+    std::vector<std::int64_t> column(shape.size() - 1, 1);
+    column[0] = shape[1];
+    EXPECT_EQ(var.results[0].shape, column);
+    EXPECT_EQ(value_expression(var), shape.size() == 4   ? "self.running_var.view(-1, 1, 1)"
+                                     : shape.size() == 3 ? "self.running_var.view(-1, 1)"
+                                                         : "self.running_var");
+    EXPECT_EQ(forward_parameters(g), ", x");  // the views are not inputs of their own
+  }
+}
+
+TEST(SynthRewrite, BatchNormWithoutWeightAndBiasSkipsTheirOps) {
+  Graph g = batch_norm_relu({4, 8, 6}, /*training=*/false, /*affine=*/false);
+  rewrite_graph(&g);
+  std::vector<std::string> ops;
+  for (const Op& op : g.ops) ops.push_back(op.name);
+  EXPECT_EQ(ops, (std::vector<std::string>{"add", "rsqrt", "sub", "mul", "relu"}));
+}
+
+TEST(SynthRewrite, BatchNormInTrainingModeIsLeftAlone) {
+  Graph g = batch_norm_relu({4, 8, 6}, /*training=*/true);
+  EXPECT_TRUE(rewrite_graph(&g).empty());
+  EXPECT_EQ(g.ops[0].name, "batch_norm");
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth

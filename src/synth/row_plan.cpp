@@ -32,31 +32,15 @@ class Planner {
 
   Status plan(RowPlan* out) {
     const Op* anchor = nullptr;
-    bool per_channel = false;  // an op reads weights along dim 1 (batch norm in eval mode)
     for (const Op& op : graph_.ops) {
-      if (op.name == "batch_norm") {
-        per_channel = true;
-        continue;  // elementwise with per-channel statistics: it reduces nothing
-      }
       if (op.op_class == OpClass::kReduction || op.op_class == OpClass::kSoftmax ||
           op.op_class == OpClass::kNormalization) {
         anchor = &op;
         break;
       }
     }
-    if (anchor) {
-      if (!set_iteration_space(*anchor)) return failure();
-    } else if (per_channel && graph_.outputs.size() == 1 &&
-               graph_.values[graph_.outputs[0]].results.size() == 1 &&
-               !graph_.values[graph_.outputs[0]].results[0].shape.empty()) {
-      // Nothing to reduce: rows along the last dim, zero passes, every value per element.
-      f_ = graph_.values[graph_.outputs[0]].results[0].shape;
-      p_.sizes = f_;
-      p_.rank = static_cast<int>(f_.size());
-      p_.first_reduced = p_.last_reduced = p_.rank - 1;
-    } else {
-      return Status::InvalidArgument("no row plan: the graph reduces nothing");
-    }
+    if (!anchor) return Status::InvalidArgument("no row plan: the graph reduces nothing");
+    if (!set_iteration_space(*anchor)) return failure();
     for (const Op& op : graph_.ops) {
       if (!plan_op(op)) break;
     }
@@ -510,13 +494,13 @@ class Planner {
     return true;
   }
 
-  /// batch_norm in eval mode: (x - running_mean) / sqrt(running_var + eps) * weight + bias per
-  /// channel; instance_norm: the same with each (sample, channel)'s own mean and variance.
-  bool plan_channel_norm(const Op& op) {
-    const bool batch = op.name == "batch_norm";
-    const json& flag = argument(op, 5, batch ? "training" : "use_input_stats");
-    if (!flag.is_boolean() || flag.get<bool>() == batch) {
-      return refuse(op.target + (batch ? " in training mode" : " with running statistics"));
+  /// instance_norm: (x - mean) / sqrt(var + eps) * weight + bias with each (sample, channel)'s
+  /// own mean and variance over the other dims, the weight and bias per channel. (batch_norm in
+  /// eval mode is an elementwise affine map by then: rewrite.h.)
+  bool plan_instance_norm(const Op& op) {
+    const json& flag = argument(op, 5, "use_input_stats");
+    if (!flag.is_boolean() || !flag.get<bool>()) {
+      return refuse(op.target + " with running statistics");
     }
     if (p_.rank < 2) return refuse(op.target + " of a tensor without channels");
     int x_value = op.inputs.empty() ? -1 : op.inputs[0];
@@ -524,24 +508,17 @@ class Planner {
     if (x_value < 0 || !operand_info(x_value, identity(), &x)) return false;
     if (x.dims != identity()) return refuse(op.target + " reads a value of another shape");
     int level = x.level;
-    std::string weight, bias, mean, var;
+    std::string weight, bias;
     if (!channel_argument(op, 1, "weight", &weight, &level) ||
         !channel_argument(op, 2, "bias", &bias, &level)) {
       return false;
     }
     const double eps =
         argument(op, 7, "eps").is_number() ? argument(op, 7, "eps").get<double>() : 1e-5;
-    if (batch) {
-      if (!channel_argument(op, 3, "running_mean", &mean, &level) ||
-          !channel_argument(op, 4, "running_var", &var, &level) || mean.empty() || var.empty()) {
-        return refuse(op.target + " without running statistics");
-      }
-    } else {
-      if (!x.per_element)
-        return refuse(op.target + " reads a value that does not run along the rows");
-      std::tie(mean, var) = moments(x, 0);
-      level = std::max(level, x.level + 2);
-    }
+    if (!x.per_element)
+      return refuse(op.target + " reads a value that does not run along the rows");
+    const auto [mean, var] = moments(x, 0);
+    level = std::max(level, x.level + 2);
     std::string scaled =
         "(" + x.variable + " - " + mean + ") * (1.0f / sqrtf(" + var + " + " + literal(eps) + "))";
     if (!weight.empty()) scaled = "(" + scaled + ") * " + weight;
@@ -558,7 +535,7 @@ class Planner {
   }
 
   bool plan_normalization(const Op& op) {
-    if (op.name == "batch_norm" || op.name == "instance_norm") return plan_channel_norm(op);
+    if (op.name == "instance_norm") return plan_instance_norm(op);
     if (op.name != "layer_norm" && op.name != "rms_norm") {
       return refuse(op.target + " is a normalisation the row kernel does not write");
     }
@@ -1182,10 +1159,10 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
     aligned += " && in" + n(k) + "_step == 1 && in" + n(k) +
-               "_stride_o % 4 == 0 && sa_aligned4(in" + n(k) + "_data)";
+               "_stride_o % 4 == 0 && sa_aligned<4>(in" + n(k) + "_data)";
   }
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
-    if (plan.outputs[j].per_element) aligned += " && sa_aligned4(out" + n(j) + ")";
+    if (plan.outputs[j].per_element) aligned += " && sa_aligned<4>(out" + n(j) + ")";
   }
   int held = 0;
   for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;

@@ -58,7 +58,7 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
   ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &softmax).ok());
   const std::string one = row_kernel_source(softmax, "cuda");
   EXPECT_NE(one.find("const bool cached = I == 1 && R % 4 == 0 && R <= 32768 && in0_step == 1 && "
-                     "in0_stride_o % 4 == 0 && sa_aligned4(in0_data) && sa_aligned4(out0);"),
+                     "in0_stride_o % 4 == 0 && sa_aligned<4>(in0_data) && sa_aligned<4>(out0);"),
             std::string::npos);
   // One row input held: rows up to 32768 elements stay in registers; longer ones, strided.
   EXPECT_NE(one.find("if (R <= 32768) return launch_cached<1, 512, 16>("), std::string::npos);
@@ -189,40 +189,37 @@ TEST(SynthRowPlan, ABfloat16NormIsComputedInFloat32AndStoredRounded) {
   }
 }
 
-TEST(SynthRowPlan, ChannelNormsReadTheirWeightsOncePerRow) {
-  // batch_norm (eval) then relu over NCHW: nothing to reduce, zero passes; instance_norm: the
-  // mean and variance of each (sample, channel) over H and W.
-  for (const std::string norm : {"batch_norm", "instance_norm"}) {
-    const bool batch = norm == "batch_norm";
-    json inputs = {tensor_input("p_w", "parameter", {8}, "norm.weight"),
-                   tensor_input("p_b", "parameter", {8}, "norm.bias"),
-                   tensor_input("b_m", "buffer", {8}, "norm.running_mean"),
-                   tensor_input("b_v", "buffer", {8}, "norm.running_var"),
-                   tensor_input("x", "input", {2, 8, 5, 6})};
-    json args = {ref("x"),
-                 ref("p_w"),
-                 ref("p_b"),
-                 batch ? ref("b_m") : json(nullptr),
-                 batch ? ref("b_v") : json(nullptr),
-                 !batch,
-                 0.1,
-                 1e-5,
-                 false};
-    Graph g = read(graph(inputs,
-                         {node("norm", "aten." + norm + ".default", args, {2, 8, 5, 6}),
-                          node("relu", "aten.relu.default", {ref("norm")}, {2, 8, 5, 6})},
-                         {"relu"}));
-    RowPlan plan;
-    Status s = plan_rows(g, &plan);
-    ASSERT_TRUE(s.ok()) << norm << ": " << s.message();
-    EXPECT_EQ(plan.passes, batch ? 0 : 2) << norm;
-    EXPECT_EQ(plan.first_reduced, batch ? 3 : 2) << norm;
-    for (const RowInput& in : plan.inputs) {
-      if (g.values[in.value].name == "x") continue;
-      EXPECT_EQ(in.dims, std::vector<int>{1}) << norm;
-      EXPECT_FALSE(in.per_element) << norm;
-    }
+TEST(SynthRowPlan, InstanceNormReadsItsWeightsOncePerRow) {
+  // instance_norm then relu over NCHW: the mean and variance of each (sample, channel) over H
+  // and W, the weight and bias per channel.
+  json inputs = {tensor_input("p_w", "parameter", {8}, "norm.weight"),
+                 tensor_input("p_b", "parameter", {8}, "norm.bias"),
+                 tensor_input("x", "input", {2, 8, 5, 6})};
+  json args = {ref("x"), ref("p_w"), ref("p_b"), nullptr, nullptr, true, 0.1, 1e-5, false};
+  Graph g = read(graph(inputs,
+                       {node("norm", "aten.instance_norm.default", args, {2, 8, 5, 6}),
+                        node("relu", "aten.relu.default", {ref("norm")}, {2, 8, 5, 6})},
+                       {"relu"}));
+  RowPlan plan;
+  Status s = plan_rows(g, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.passes, 2);
+  EXPECT_EQ(plan.first_reduced, 2);
+  for (const RowInput& in : plan.inputs) {
+    if (g.values[in.value].name == "x") continue;
+    EXPECT_EQ(in.dims, std::vector<int>{1});
+    EXPECT_FALSE(in.per_element);
   }
+
+  // With running statistics it is not a reduction: refused, saying so.
+  args[5] = false;
+  g = read(graph(inputs,
+                 {node("norm", "aten.instance_norm.default", args, {2, 8, 5, 6}),
+                  node("relu", "aten.relu.default", {ref("norm")}, {2, 8, 5, 6})},
+                 {"relu"}));
+  s = plan_rows(g, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("with running statistics"), std::string::npos) << s.message();
 }
 
 TEST(SynthRowPlan, ReductionsOverDifferentDimsAreRefusedWithTheReason) {

@@ -118,6 +118,7 @@ ROW_AND_REWRITE_TASKS = [
     ("level2/015_broadcast_product_sum_bias.py", 48, "fused_rows"),  # unsqueezed inputs as views
     ("level1/034_diag_matmul.py", 48, "fused_elementwise"),  # diag(d) @ b: a row scaling
     ("level2/016_affine_silu_discarded_norm.py", 64, "fused_elementwise"),  # a dead norm
+    ("level2/013_batch_norm_eval_relu_add.py", 48, "fused_elementwise"),  # eval norm: affine
 ]
 
 
