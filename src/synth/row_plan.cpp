@@ -792,9 +792,10 @@ SA_FN T sa_combine(T v, T* red, int tx, int ty, F merge) {
 
 /// How the threads of a row walk it.
 enum class Walk {
-  kCpu,      // one thread, element by element
-  kStrided,  // CUDA: TY threads, element k by thread k % TY, at any step
-  kCached,   // CUDA, contiguous rows: 4 elements at a time into registers, kept for every pass
+  kCpu,       // one thread, element by element
+  kStrided,   // CUDA: TY threads, element k by thread k % TY, at any step
+  kCached,    // CUDA, contiguous rows: 4 elements at a time into registers, kept for every pass
+  kStreamed,  // CUDA, contiguous rows of any length: 4 elements at a time, read again each pass
 };
 
 /// The combination of accumulator a's partials over the row's threads (CUDA); for "lse", of
@@ -934,10 +935,28 @@ std::string row_body(const RowPlan& plan, Walk walk) {
     }
   } else {
     row += lines_at(plan, false, 0, in2);
-    const std::string loop =
-        walk == Walk::kCpu
-            ? "for (int64_t k = 0; k < R; ++k) {\n"
-            : "#pragma unroll 8\n    for (int64_t k = ty; live && k < R; k += TY) {\n";
+    // The loop over the thread's elements: its head, the per-element inputs' values at k, and
+    // its end. A streamed walk reads 4 elements of each input at once, then takes them in turn.
+    std::string loop, element_loads, close = in2 + std::string("}\n");
+    if (walk == Walk::kStreamed) {
+      std::string vector_loads;
+      for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+        if (!plan.inputs[k].per_element) continue;
+        vector_loads +=
+            "      float c" + n(k) + "[4];\n      sa_load4(b" + n(k) + " + k0, c" + n(k) + ");\n";
+        element_loads += "        const float in" + n(k) + " = c" + n(k) + "[q];\n";
+      }
+      loop = "#pragma unroll 4\n    for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {\n" +
+             vector_loads +
+             "#pragma unroll\n      for (int q = 0; q < 4; ++q) {\n        const int64_t k = k0 + "
+             "q;\n";
+      close = "      }\n    }\n";
+    } else {
+      loop = walk == Walk::kCpu
+                 ? "for (int64_t k = 0; k < R; ++k) {\n"
+                 : "#pragma unroll 8\n    for (int64_t k = ty; live && k < R; k += TY) {\n";
+      element_loads = loads(plan, "      ");
+    }
     for (int pass = 1; pass <= plan.passes; ++pass) {
       std::string declarations, updates, combines, sums;
       bool only_sums = true;
@@ -955,20 +974,30 @@ std::string row_body(const RowPlan& plan, Walk walk) {
                              ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n"
                              : "";
       row += in2 + std::string("// pass ") + n(pass) + "\n" + declarations + simd + in2 + loop +
-             loads(plan, "      ") + lines_at(plan, true, pass - 1, "      ") + updates + in2 +
-             "}\n" + combines + lines_at(plan, false, pass, in2);
+             element_loads + lines_at(plan, true, pass - 1, "      ") + updates + close + combines +
+             lines_at(plan, false, pass, in2);
     }
-    std::string element_writes;
+    std::string element_writes, results, stores;
     for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
       const RowOutput& out = plan.outputs[j];
-      if (out.per_element) {
+      if (!out.per_element) continue;
+      if (walk == Walk::kStreamed) {  // 4 at a time, as read
+        results += "      float r" + n(j) + "[4];\n";
+        element_writes += "        r" + n(j) + "[q] = " + out.variable + ";\n";
+        stores += "      sa_store4(out" + n(j) + " + o * R + k0, r" + n(j) + ");\n";
+      } else {
         element_writes +=
             "      sa_store(&out" + n(j) + "[(o * R + k) * I + i], " + out.variable + ");\n";
       }
     }
-    if (!element_writes.empty()) {
-      row += in2 + std::string("// the outputs\n") + in2 + loop + loads(plan, "      ") +
-             lines_at(plan, true, plan.passes, "      ") + element_writes + in2 + "}\n";
+    if (!element_writes.empty() && walk == Walk::kStreamed) {
+      const std::size_t q_loop = loop.find("#pragma unroll\n      for (int q");
+      row += in2 + std::string("// the outputs\n") + in2 + loop.substr(0, q_loop) + results +
+             loop.substr(q_loop) + element_loads + lines_at(plan, true, plan.passes, "      ") +
+             element_writes + "      }\n" + stores + "    }\n";
+    } else if (!element_writes.empty()) {
+      row += in2 + std::string("// the outputs\n") + in2 + loop + element_loads +
+             lines_at(plan, true, plan.passes, "      ") + element_writes + close;
     }
   }
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
@@ -998,6 +1027,23 @@ struct StridedShape {
 constexpr StridedShape kStridedShapes[] = {{64, 8},  {32, 8},  {128, 4}, {32, 16},
                                            {1, 512}, {1, 256}, {1, 128}, {1, 32}};
 constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..10, strided 100..107
+
+/// The streamed walk's block sizes (a row a block), config ids 200.., and by default the
+/// first entry of kStreamedDefaults whose bound the row's length meets.
+constexpr int kStreamedThreads[] = {128, 256, 512, 1024};
+constexpr int kStreamedConfig = 200;
+struct StreamedDefault {
+  long long min_length;
+  int threads;  // in kStreamedThreads
+};
+constexpr StreamedDefault kStreamedDefaults[] = {{8192, 2}, {2048, 1}, {0, 0}};
+
+int streamed_default(long long R) {
+  for (const StreamedDefault& d : kStreamedDefaults) {
+    if (R >= d.min_length) return d.threads;
+  }
+  return 0;
+}
 
 /// The strided walk's shape by default: the first entry whose bounds the rows meet. Rows
 /// inner >= 16 apart take two warps over 64 neighbouring rows (256 consecutive bytes a step);
@@ -1127,6 +1173,31 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "    const int64_t o = live ? row : 0;\n" +
       row_body(plan, Walk::kCached) + "  }\n}\n\n";
   source +=
+      "// Contiguous rows of any length (I == 1, 4 | R, aligned): a block a row, its TY threads\n"
+      "// reading it 4 elements at a time, each pass reading it again.\n"
+      "template <int TY>\n"
+      "static __global__ void __launch_bounds__(TY) fused_rows_streamed(" +
+      params + ") {\n  constexpr int TX = 1;\n" + shared +
+      "  constexpr bool LANES = true;\n"
+      "  const int tx = 0, ty = threadIdx.x;\n"
+      "  const int64_t i = 0;\n"
+      "  for (int64_t row = blockIdx.x; row < O; row += gridDim.x) {\n"
+      "    const bool live = true;\n"
+      "    const int64_t o = row;\n" +
+      row_body(plan, Walk::kStreamed) + "  }\n}\n\n";
+  source +=
+      "template <int TY>\n"
+      "static int launch_streamed(" +
+      params +
+      ", cudaStream_t stream) {\n"
+      "  static int resident = 0;\n"
+      "  int64_t most = 0;\n"
+      "  SA_TRY(sa_resident_blocks(fused_rows_streamed<TY>, TY, &resident, &most));\n"
+      "  fused_rows_streamed<TY><<<(unsigned)(O < most ? O : most), TY, 0, stream>>>(" +
+      args +
+      ");\n"
+      "  return (int)cudaGetLastError();\n}\n\n";
+  source +=
       "template <int TX, int TY>\n"
       "static int launch_strided(" +
       params +
@@ -1154,8 +1225,9 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       ");\n"
       "  return (int)cudaGetLastError();\n}\n\n";
 
-  // The cached walk needs every tensor read or written along the rows to be 4-aligned.
-  std::string aligned = "I == 1 && R % 4 == 0 && R <= 32768";
+  // The cached and streamed walks need every tensor read or written along the rows to be
+  // 4-aligned; the cached walk, rows that registers hold.
+  std::string aligned = "I == 1 && R % 4 == 0";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
     aligned += " && in" + n(k) + "_step == 1 && in" + n(k) +
@@ -1177,6 +1249,17 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
         "    case " + n(c) + ": if (cached && R <= " + reach + ") return " + call + "; break;\n";
     by_length += "    if (R <= " + reach + ") return " + call + ";\n";
   }
+  std::string streamed_by_length;
+  for (std::size_t c = 0; c < std::size(kStreamedThreads); ++c) {
+    const std::string call = "launch_streamed<" + n(kStreamedThreads[c]) + ">(" + args + ", s)";
+    chosen +=
+        "    case " + n(kStreamedConfig + c) + ": if (streamed) return " + call + "; break;\n";
+  }
+  for (const StreamedDefault& d : kStreamedDefaults) {
+    streamed_by_length += "    " + (d.min_length ? "if (R >= " + n(d.min_length) + ") " : "") +
+                          "return launch_streamed<" + n(kStreamedThreads[d.threads]) + ">(" + args +
+                          ", s);\n";
+  }
   for (std::size_t c = 0; c < std::size(kStridedShapes); ++c) {
     chosen += "    case " + n(kStridedConfig + c) + ": return launch_strided<" +
               n(kStridedShapes[c].rows) + ", " + n(kStridedShapes[c].threads) + ">(" + args +
@@ -1192,11 +1275,13 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
             ", void* stream) {\n"
             "  if (O * I == 0) return 0;\n"
             "  cudaStream_t s = (cudaStream_t)stream;\n"
-            "  const bool cached = " +
+            "  const bool streamed = " +
             aligned +
             ";\n"
+            "  const bool cached = streamed && R <= 32768;\n"
             "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
-            chosen + "  }\n  if (cached) {\n" + by_length + "  }\n";
+            chosen + "  }\n  if (cached) {\n" + by_length + "  }\n  if (streamed) {\n" +
+            streamed_by_length + "  }\n";
   for (const StridedDefault& d : kStridedDefaults) {
     std::vector<std::string> bounds;
     if (d.min_inner > 0) bounds.push_back("I >= " + n(d.min_inner));
@@ -1351,6 +1436,14 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
                                                   " threads x " + n(shape.runs) + " runs of 4"});
     }
     if (!configs.empty()) return configs;
+    // The streamed walk: the default block size first, then its neighbours.
+    const int by_default = streamed_default(R);
+    for (int c : {by_default, by_default + 1, by_default - 1}) {
+      if (c < 0 || c >= static_cast<int>(std::size(kStreamedThreads))) continue;
+      configs.push_back({kStreamedConfig + c, "a row a block, " + n(kStreamedThreads[c]) +
+                                                  " threads, 4 elements at a time"});
+    }
+    return configs;
   }
   // The strided walk: the default shape first, then the other shapes for strided rows, or
   // the neighbours by thread count for rows along the last dim.

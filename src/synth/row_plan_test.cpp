@@ -57,11 +57,16 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
   RowPlan softmax;
   ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &softmax).ok());
   const std::string one = row_kernel_source(softmax, "cuda");
-  EXPECT_NE(one.find("const bool cached = I == 1 && R % 4 == 0 && R <= 32768 && in0_step == 1 && "
-                     "in0_stride_o % 4 == 0 && sa_aligned<4>(in0_data) && sa_aligned<4>(out0);"),
-            std::string::npos);
-  // One row input held: rows up to 32768 elements stay in registers; longer ones, strided.
+  EXPECT_NE(one.find("const bool streamed = I == 1 && R % 4 == 0 && in0_step == 1 && "
+                     "in0_stride_o % 4 == 0 && sa_aligned<4>(in0_data) && sa_aligned<4>(out0);\n"
+                     "  const bool cached = streamed && R <= 32768;"),
+            std::string::npos)
+      << one;
+  // One row input held: rows up to 32768 elements stay in registers; longer ones are streamed,
+  // 4 elements at a time; strided or unaligned rows take the strided walk.
   EXPECT_NE(one.find("if (R <= 32768) return launch_cached<1, 512, 16>("), std::string::npos);
+  EXPECT_NE(one.find("if (streamed) {\n    if (R >= 8192) return launch_streamed<512>("),
+            std::string::npos);
   EXPECT_NE(one.find("return launch_strided<1, 512>("), std::string::npos);
 
   // Three inputs read along the row (x, weight, bias) leave room for 16384 elements a row.
@@ -72,6 +77,35 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
   EXPECT_NE(three.find("if (R <= 16384) return launch_cached<1, 512, 8>("), std::string::npos);
   EXPECT_EQ(three.find("if (R <= 32768)"), std::string::npos);
   EXPECT_EQ(three.find("launch_cached<1, 1024, 4>("), std::string::npos);  // over 64 registers
+}
+
+TEST(SynthRowPlan, RowsLongerThanTheRegistersHoldAreStreamedFourElementsAtATime) {
+  // A layer norm over 65536 elements a row: two statistics passes and the output pass each
+  // read the row 4 elements at a time, and the outputs are written 4 at a time.
+  RowPlan norm;
+  ASSERT_TRUE(plan_rows(read(layer_norm(4, 65536)), &norm).ok());
+  const std::string source = row_kernel_source(norm, "cuda");
+  EXPECT_NE(source.find("for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {\n"
+                        "      float c0[4];\n      sa_load4(b0 + k0, c0);"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("sa_store4(out0 + o * R + k0, r0);"), std::string::npos);
+  // The tuner tries the streamed block sizes, the default (512 threads for such rows) first,
+  // and the kernel has a case for each.
+  const auto configs = row_configs(norm, "cuda");
+  ASSERT_EQ(configs.size(), 3u);
+  EXPECT_EQ(configs[0].label, "a row a block, 512 threads, 4 elements at a time");
+  for (const KernelConfig& c : configs) {
+    EXPECT_NE(source.find("case " + std::to_string(c.id) + ": if (streamed) return "),
+              std::string::npos)
+        << c.label;
+  }
+  // The same at a length that is no power of two; rows of 4 | R only.
+  RowPlan other;
+  ASSERT_TRUE(plan_rows(read(layer_norm(3, 40004)), &other).ok());
+  EXPECT_EQ(row_configs(other, "cuda")[0].id, configs[0].id);
+  ASSERT_TRUE(plan_rows(read(layer_norm(3, 40002)), &other).ok());
+  EXPECT_EQ(row_configs(other, "cuda")[0].label, "rows 1 x 512 threads");
 }
 
 TEST(SynthRowPlan, TheTunerTriesShapesThatReachTheRowDefaultFirst) {
