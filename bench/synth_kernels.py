@@ -26,9 +26,10 @@ from common import ROOT, binary, geomean, results_dir, suite_tasks
 LIB_ENV = "CUDA_AGENT_KERNEL_LIB"
 
 
-def child(task: str, workspace: str, lib: str, reps: int) -> dict:
-    """Runs in its own process: correctness and times of one task's candidate (reps 0: only
-    compile the reference with torch.compile and run it once, which fills inductor's caches)."""
+def child(task: str, workspace: str, lib: str, reps: int, configs: list) -> dict:
+    """Runs in its own process: correctness and times of one task's candidate in each of its
+    launch configurations (reps 0: only compile the reference with torch.compile and run it
+    once, which fills inductor's caches)."""
     import torch
 
     spec = importlib.util.spec_from_file_location("task_module", task)
@@ -37,6 +38,14 @@ def child(task: str, workspace: str, lib: str, reps: int) -> dict:
     os.environ[LIB_ENV] = lib
     sys.path.insert(0, workspace)
     import model_new  # noqa: E402 (the workspace is on the path only now)
+
+    # The kernels' configuration setters model_new.py binds (<entry>_config).
+    setters = [getattr(model_new, name) for name in dir(model_new)
+               if name.endswith("_config") and callable(getattr(model_new, name))]
+
+    def use(config: int) -> None:
+        for setter in setters:
+            setter(config)
 
     torch.manual_seed(0)
     init = module.get_init_inputs()
@@ -51,9 +60,8 @@ def child(task: str, workspace: str, lib: str, reps: int) -> dict:
     def as_list(value):
         return list(value) if isinstance(value, (tuple, list)) else [value]
 
-    row = {}
-    with torch.no_grad():
-        expected, got = as_list(reference(*inputs)), as_list(candidate(*inputs))
+    def check(expected) -> tuple:
+        got = as_list(candidate(*inputs))
         torch.cuda.synchronize()
         worst, correct = 0.0, len(expected) == len(got)
         for e, g in zip(expected, got):
@@ -65,8 +73,22 @@ def child(task: str, workspace: str, lib: str, reps: int) -> dict:
             elif same:
                 same = bool(torch.equal(e, g))
             correct = correct and same
-        row.update(correct=correct, max_abs_diff=worst)
-        del expected, got
+        return correct, worst
+
+    row = {}
+    with torch.no_grad():
+        expected = as_list(reference(*inputs))
+        # Each configuration is checked; one that is wrong is not timed.
+        checked = {}
+        for config in configs or [{"id": -1, "label": "default"}]:
+            use(config["id"])
+            checked[config["label"]] = (config["id"], *check(expected))
+            if reps == 0:
+                break
+        default = next(iter(checked.values()))
+        row.update(correct=default[1], max_abs_diff=default[2],
+                   wrong_configs=[label for label, c in checked.items() if not c[1]])
+        del expected
         compiled = torch.compile(reference)
         if reps == 0:
             compiled(*inputs)
@@ -88,13 +110,23 @@ def child(task: str, workspace: str, lib: str, reps: int) -> dict:
                 times.append(start.elapsed_time(end))
             return statistics.median(times)
 
-        # Interleaved rounds, so that a drift of the clock touches all three alike.
-        rounds = {"eager_ms": [], "compile_ms": [], "candidate_ms": []}
+        # Interleaved rounds, so that a drift of the clock touches all alike.
+        timed = [label for label, c in checked.items() if c[1]]
+        rounds = {"eager_ms": [], "compile_ms": [], **{label: [] for label in timed}}
         for _ in range(3):
             rounds["eager_ms"].append(median_ms(reference))
             rounds["compile_ms"].append(median_ms(compiled))
-            rounds["candidate_ms"].append(median_ms(candidate))
-    row.update({k: min(v) for k, v in rounds.items()})
+            for label in timed:
+                use(checked[label][0])
+                rounds[label].append(median_ms(candidate))
+    best = {k: min(v) for k, v in rounds.items()}
+    row.update(eager_ms=best.pop("eager_ms"), compile_ms=best.pop("compile_ms"))
+    row["config_ms"] = best
+    if best:
+        first = next(iter(checked))
+        row["default_ms"] = best.get(first)
+        row["config"] = min(best, key=best.get)
+        row["candidate_ms"] = best[row["config"]]
     return row
 
 
@@ -106,10 +138,13 @@ def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
     workspace = work / "episodes" / f"{level}-{task.stem}"
     shutil.rmtree(workspace, ignore_errors=True)
     made = subprocess.run([binary(), "optimize", str(task), "--device", "cuda", "--shrink",
-                           str(args.shrink), "--workspace", str(workspace), "--stage", "compile"],
+                           str(args.shrink), "--workspace", str(workspace), "--stage", "compile",
+                           "--json"],
                           text=True, capture_output=True)
     if made.returncode != 0:
         return dict(row, outcome="no_candidate", reason=" ".join(made.stderr.split())[-300:])
+    configs = json.loads(made.stdout).get("configs", [])
+    row["configs"] = configs if args.configs else configs[:1]
     lib = workspace / "build" / "libkernels.so"
     lib.parent.mkdir(exist_ok=True)
     sources = sorted(str(p) for p in (workspace / "kernels").glob("*.cu"))
@@ -134,7 +169,7 @@ def run_child(row: dict, reps: int, timeout: int) -> dict:
     if reps == 0:  # warm-ups run several at once: inductor's compile workers would oversubscribe
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
     done = subprocess.run([sys.executable, __file__, "--child", str(workspace / "model.py"),
-                           str(workspace), row["lib"], str(reps)],
+                           str(workspace), row["lib"], str(reps), json.dumps(row["configs"])],
                           text=True, capture_output=True, timeout=timeout, env=env)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -153,9 +188,14 @@ def measure(row: dict, args: argparse.Namespace, work: Path) -> dict:
         except RuntimeError as error:
             row.update(outcome="error", reason=str(error)[-400:])
         else:
-            row["outcome"] = "pass" if row["correct"] else "mismatch"
-            row["vs_eager"] = row["eager_ms"] / row["candidate_ms"]
-            row["vs_compile"] = row["compile_ms"] / row["candidate_ms"]
+            # Every configuration must be right: the tuner may choose any of them.
+            wrong = row.get("wrong_configs") or []
+            row["outcome"] = "pass" if row["correct"] and not wrong else "mismatch"
+            if wrong:
+                row["reason"] = "wrong in " + ", ".join(wrong)
+            if "candidate_ms" in row:
+                row["vs_eager"] = row["eager_ms"] / row["candidate_ms"]
+                row["vs_compile"] = row["compile_ms"] / row["candidate_ms"]
         del row["lib"], row["workspace"]
     (work / f"{row['level']}-{row['id'].split('/')[1]}.json").write_text(json.dumps(row) + "\n")
     return row
@@ -178,8 +218,8 @@ def write_summary(out: Path, rows: list) -> dict:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        task, workspace, lib, reps = sys.argv[2:6]
-        print(json.dumps(child(task, workspace, lib, int(reps))))
+        task, workspace, lib, reps, configs = sys.argv[2:7]
+        print(json.dumps(child(task, workspace, lib, int(reps), json.loads(configs))))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="level/name ids, in this order")
@@ -190,6 +230,9 @@ def main() -> int:
     parser.add_argument("--task-timeout", type=int, default=300)
     parser.add_argument("--jobs", type=int, default=8, help="tasks prepared at once")
     parser.add_argument("--fresh", action="store_true")
+    parser.add_argument("--configs", action="store_true",
+                        help="time every launch configuration the kernels take (what the tuner "
+                             "tries), the fastest being the candidate's time")
     args = parser.parse_args()
 
     out = results_dir()
@@ -203,7 +246,7 @@ def main() -> int:
     print(f"preparing {len(todo)} task(s), {args.jobs} at a time; each timed once it is ready",
           flush=True)
     print(f"{'task':48} {'outcome':12} {'eager ms':>9} {'compile ms':>10} {'ours ms':>8} "
-          f"{'vs eager':>8} {'vs compile':>10}", flush=True)
+          f"{'vs eager':>8} {'vs compile':>10}  configuration", flush=True)
     rows = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         prepared = {t: pool.submit(prepare, t, args, work) for t in todo}
@@ -211,10 +254,11 @@ def main() -> int:
             row = (json.loads(kept[task].read_text()) if task not in prepared
                    else measure(prepared[task].result(), args, work))
             rows.append(row)
-            if row.get("outcome") in ("pass", "mismatch"):
+            if "vs_compile" in row:
                 print(f"{row['id']:48} {row['outcome']:12} {row['eager_ms']:9.3f} "
                       f"{row['compile_ms']:10.3f} {row['candidate_ms']:8.3f} "
-                      f"{row['vs_eager']:8.2f} {row['vs_compile']:10.2f}", flush=True)
+                      f"{row['vs_eager']:8.2f} {row['vs_compile']:10.2f}  {row['config']}",
+                      flush=True)
             else:
                 print(f"{row['id']:48} {row['outcome']:12} {row.get('reason', '')[:80]}",
                       flush=True)

@@ -291,6 +291,10 @@ int OptimizeCommand::run(const std::string& store_path) {
   if (a.as_json) {
     nlohmann::json record = result.to_json();
     if (!tuning.is_null()) record["tuning"] = tuning;
+    // The launch configurations the kernels take (model_new.py's CONFIG), the first the default.
+    record["configs"] = nlohmann::json::array();
+    for (const synth::KernelConfig& c : candidate.configs)
+      record["configs"].push_back({{"id", c.id}, {"label", c.label}});
     std::cout << record.dump(2) << "\n";
   } else {
     std::cout << format_summary(result) << "  workspace " << dir.string()

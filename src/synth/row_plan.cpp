@@ -1024,9 +1024,9 @@ constexpr CachedShape kCachedShapes[] = {{32, 1, 4},   {32, 2, 4},   {32, 4, 4},
 struct StridedShape {
   int rows, threads;
 };
-constexpr StridedShape kStridedShapes[] = {{64, 8},  {32, 8},  {128, 4}, {32, 16},
-                                           {1, 512}, {1, 256}, {1, 128}, {1, 32}};
-constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..10, strided 100..107
+constexpr StridedShape kStridedShapes[] = {{64, 8},  {32, 8},  {128, 4}, {32, 16}, {1, 512},
+                                           {1, 256}, {1, 128}, {1, 32},  {256, 2}, {512, 1}};
+constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..10, strided 100..109
 
 /// The streamed walk's block sizes (a row a block), config ids 200.., and by default the
 /// first entry of kStreamedDefaults whose bound the row's length meets.
@@ -1449,8 +1449,8 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
   // the neighbours by thread count for rows along the last dim.
   const int by_default = strided_default(R, I);
   std::vector<int> order = {by_default};
-  if (by_default == 0) {
-    order.insert(order.end(), {1, 2, 3});
+  if (by_default == 0) {  // rows side by side: fewer or more of them, up to 2 KB a step
+    order.insert(order.end(), {1, 2, 3, 8, 9});
   } else {
     for (int c : {by_default - 1, by_default + 1}) {
       if (c >= 4 && c < 8) order.push_back(c);

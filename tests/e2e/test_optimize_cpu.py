@@ -32,6 +32,8 @@ def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_
     # Every launch configuration was timed through the evaluator; the fastest stays.
     tuning = r["tuning"]
     assert tuning["from_database"] is False and len(tuning["tried"]) >= 2
+    # The record lists the configurations the kernel takes; each one tried is among them.
+    assert {t["config"] for t in tuning["tried"]} <= {c["id"] for c in r["configs"]}
     passed = [t for t in tuning["tried"] if t["outcome"] == "pass"]
     assert min(passed, key=lambda t: t["candidate_us"])["config"] == tuning["config"]
     assert r["candidate_us"] == min(t["candidate_us"] for t in passed)
