@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One GPU call's worth of kernel work: times the synthesizer's kernels for the tasks in
-# $KERNEL_TASKS beside eager and torch.compile (synth_kernels.py, at most $KERNEL_S seconds),
-# (CONFIGS=1: each launch configuration), then runs the tasks in $SUITE_TASKS through the evaluator (synth_suite.py, the rest of the
-# time), leaving both tables and their JSON under $OUT.
+# $KERNEL_TASKS beside eager and torch.compile (synth_kernels.py, at most $KERNEL_S seconds;
+# CONFIGS=1: every launch configuration), then runs the tasks in $SUITE_TASKS through the
+# evaluator (synth_suite.py, at most $SUITE_S seconds), leaving tables and JSON under $OUT.
 #   KERNEL_TASKS="level1/011_sum_dim ..." SUITE_TASKS="..." bash bench/device_round.sh
 set -u
 cd "$(dirname "$0")/.."
