@@ -472,9 +472,12 @@ class Planner {
     result.level = l;
     result.dims = identity();
     bool log = op.name.find("log") != std::string::npos;
+    // Per element a subtraction (log) or an exponential and a product: the row's logarithm
+    // or reciprocal is taken once.
+    const std::string per_row = emit(false, l, log ? "logf(" + s + ")" : "1.0f / " + s);
     result.variable = emit(true, l,
-                           log ? x.variable + " - " + shift + " - logf(" + s + ")"
-                               : "expf(" + x.variable + " - " + shift + ") / " + s);
+                           log ? x.variable + " - " + shift + " - " + per_row
+                               : "sa_exp_shifted(" + x.variable + " - " + shift + ") * " + per_row);
     known_[op.value] = result;
     p_.ops.push_back(op.name);
     return true;
@@ -720,14 +723,14 @@ const char* kArgHelpers =
     "  if (take) { v = v2; i = i2; }\n}\n"
     "// (m, s): the running maximum and the sum of exp(x - m); -inf adds nothing, NaN spreads.\n"
     "SA_FN void sa_lse(float& m, float& s, float x) {\n"
-    "  if (x > m) { s = s * expf(m - x) + 1.0f; m = x; }\n"
-    "  else if (x == x && x != -INFINITY) s += expf(x - m);\n"
+    "  if (x > m) { s = s * sa_exp_shifted(m - x) + 1.0f; m = x; }\n"
+    "  else if (x == x && x != -INFINITY) s += sa_exp_shifted(x - m);\n"
     "  else if (x != x) { m = x; s = x; }\n}\n"
     "SA_FN void sa_lse_merge(float& m, float& s, float m2, float s2) {\n"
     "  if (m != m || s2 != s2) { m = m != m ? m : m2; s = m; return; }\n"
     "  const float top = m > m2 ? m : m2;\n"
     "  if (top == -INFINITY) return;\n"
-    "  s = s * expf(m - top) + s2 * expf(m2 - top);\n"
+    "  s = s * sa_exp_shifted(m - top) + s2 * sa_exp_shifted(m2 - top);\n"
     "  m = top;\n}\n"
     "SA_FN void sa_argmin(float& v, int64_t& i, float v2, int64_t i2) {\n"
     "  const bool take = v2 != v2 ? (v == v || i2 < i) : (v == v && (v2 < v || (v2 == v && i2 < "
@@ -866,8 +869,8 @@ std::string cached_pass(const RowPlan& plan, int pass) {
     const std::string& x = a.operand;
     if (a.kind == "lse") {
       first += "        " + a.name + " = sa_max(" + a.name + ", " + x + ");\n";
-      second += "        " + a.name + "_s += " + x + " == " + a.name + " ? 1.0f : expf(" + x +
-                " - " + a.name + ");\n";
+      second += "        " + a.name + "_s += " + x + " == " + a.name + " ? 1.0f : sa_exp_shifted(" +
+                x + " - " + a.name + ");\n";
       combines += combine(a, "    ", 1);
       sums += combine(a, "    ", 2);
       continue;
