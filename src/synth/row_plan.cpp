@@ -1014,14 +1014,18 @@ std::string row_body(const RowPlan& plan, Walk walk) {
 }
 
 /// The cached walk's block shapes, each for contiguous rows of up to 4 * threads * runs
-/// elements, tried in this order: the fewest threads, each holding the most elements, that
-/// cover the row. Rows of one warp go `rows` to a block.
+/// elements. By default the first in this order that covers the row (the fewest threads of at
+/// most 4 runs each, then more runs); the tuner tries the next two that cover it too, and the
+/// deep shapes after kCachedDeep (fewer threads a row, more runs each, so more rows resident)
+/// that cover it without idle threads. Rows of one warp go `rows` to a block.
 struct CachedShape {
   int threads, runs, rows;
 };
-constexpr CachedShape kCachedShapes[] = {{32, 1, 4},   {32, 2, 4},   {32, 4, 4},  {64, 4, 1},
-                                         {128, 4, 1},  {256, 4, 1},  {512, 4, 1}, {512, 8, 1},
-                                         {1024, 4, 1}, {512, 16, 1}, {1024, 8, 1}};
+constexpr CachedShape kCachedShapes[] = {{32, 1, 4},   {32, 2, 4},   {32, 4, 4},   {64, 4, 1},
+                                         {128, 4, 1},  {256, 4, 1},  {512, 4, 1},  {512, 8, 1},
+                                         {1024, 4, 1}, {512, 16, 1}, {1024, 8, 1}, {32, 8, 4},
+                                         {64, 16, 1},  {128, 8, 1},  {128, 16, 1}, {256, 8, 1}};
+constexpr std::size_t kCachedDeep = 11;
 
 /// The strided walk's block shapes a tuner may choose: TX rows side by side, TY threads each.
 struct StridedShape {
@@ -1432,9 +1436,11 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
   for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;
   std::vector<KernelConfig> configs;
   if (I == 1 && R % 4 == 0) {  // the cached walk: the shapes that reach R, fewest threads first
-    for (std::size_t c = 0; c < std::size(kCachedShapes) && configs.size() < 3; ++c) {
+    for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
       const CachedShape& shape = kCachedShapes[c];
-      if (!fits_registers(shape, held) || 4LL * shape.threads * shape.runs < R) continue;
+      const long long reach = 4LL * shape.threads * shape.runs;
+      if (!fits_registers(shape, held) || reach < R) continue;
+      if (c < kCachedDeep ? configs.size() >= 3 : 2 * R <= reach) continue;
       configs.push_back({static_cast<int>(c), "rows " + n(shape.rows) + " x " + n(shape.threads) +
                                                   " threads x " + n(shape.runs) + " runs of 4"});
     }

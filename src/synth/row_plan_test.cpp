@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "synth/graph_test_util.h"
 
 namespace cuda_agent::synth {
@@ -275,6 +277,40 @@ TEST(SynthRowPlan, AGraphWithoutAReductionIsNotARowPlan) {
   Status s = plan_rows(g, &plan);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("reduces nothing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
+
+namespace cuda_agent::synth {
+namespace {
+
+TEST(SynthRowPlan, TheTunerAlsoTriesDeepShapesThatCoverTheRowWithoutIdleThreads) {
+  // 4096 elements a row: by default 256 threads of 4 runs; the tuner also tries 64 threads of
+  // 16 runs and 128 of 8 (more rows resident), and the kernel has a case for each.
+  RowPlan softmax;
+  ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 4096)), &softmax).ok());
+  const auto configs = row_configs(softmax, "cuda");
+  std::vector<std::string> labels;
+  for (const KernelConfig& c : configs) labels.push_back(c.label);
+  EXPECT_EQ(labels.front(), "rows 1 x 256 threads x 4 runs of 4");
+  auto tried = [&](const std::string& label) {
+    return std::find(labels.begin(), labels.end(), label) != labels.end();
+  };
+  EXPECT_TRUE(tried("rows 1 x 64 threads x 16 runs of 4"));
+  EXPECT_TRUE(tried("rows 1 x 128 threads x 8 runs of 4"));
+  const std::string source = row_kernel_source(softmax, "cuda");
+  for (const KernelConfig& c : configs) {
+    EXPECT_NE(source.find("case " + std::to_string(c.id) + ": if (cached && R <= "),
+              std::string::npos)
+        << c.label;
+  }
+  // A row of 1000 is not given a deep shape that leaves most of its threads idle.
+  RowPlan short_rows;
+  ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &short_rows).ok());
+  for (const KernelConfig& c : row_configs(short_rows, "cuda")) {
+    EXPECT_EQ(c.label.find("16 runs"), std::string::npos) << c.label;
+  }
 }
 
 }  // namespace
