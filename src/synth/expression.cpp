@@ -66,12 +66,12 @@ const std::map<std::string, Rule>& rules() {
       {"relu6",
        [](const Writer& w) { return "sa_min(sa_max(" + w.operand(0, "self") + ", 0.0f), 6.0f)"; }},
       {"sigmoid",
-       [](const Writer& w) { return "1.0f / (1.0f + expf(-" + w.operand(0, "self") + "))"; }},
+       [](const Writer& w) { return "sa_div(1.0f, 1.0f + expf(-" + w.operand(0, "self") + "))"; }},
       {"tanh", [](const Writer& w) { return "tanhf(" + w.operand(0, "self") + ")"; }},
       {"silu",
        [](const Writer& w) {
          std::string a = w.operand(0, "self");
-         return a + " / (1.0f + expf(-" + a + "))";
+         return "sa_div(" + a + ", 1.0f + expf(-" + a + "))";
        }},
       {"gelu",
        [](const Writer& w) {
@@ -86,11 +86,11 @@ const std::map<std::string, Rule>& rules() {
       {"hardswish",
        [](const Writer& w) {
          std::string a = w.operand(0, "self");
-         return a + " * sa_min(sa_max(" + a + " + 3.0f, 0.0f), 6.0f) / 6.0f";
+         return "sa_div(" + a + " * sa_min(sa_max(" + a + " + 3.0f, 0.0f), 6.0f), 6.0f)";
        }},
       {"hardsigmoid",
        [](const Writer& w) {
-         return "sa_min(sa_max(" + w.operand(0, "self") + " + 3.0f, 0.0f), 6.0f) / 6.0f";
+         return "sa_div(sa_min(sa_max(" + w.operand(0, "self") + " + 3.0f, 0.0f), 6.0f), 6.0f)";
        }},
       {"leaky_relu",
        [](const Writer& w) {
@@ -184,7 +184,7 @@ const std::map<std::string, Rule>& rules() {
          if (!argument(w.op, 2, "rounding_mode").is_null()) {
            *w.problem = w.op.target + " with a rounding mode";
          }
-         return "(" + w.operand(0, "self") + " / " + w.operand(1, "other") + ")";
+         return "sa_div(" + w.operand(0, "self") + ", " + w.operand(1, "other") + ")";
        }},
   };
   return *table;
@@ -322,7 +322,10 @@ std::string dtype_helpers(const std::string& device) {
            "// e^x for x <= 0 (a softmax's or logsumexp's shifted exponent) by the hardware's "
            "2^x:\n"
            "// within 2 + 1.2 |x| ulp, a relative 1e-5 at x = -88, as Triton's exp.\n"
-           "SA_FN float sa_exp_shifted(float x) { return __expf(x); }\n" +
+           "SA_FN float sa_exp_shifted(float x) { return __expf(x); }\n"
+           "// a / b by the GPU's div.full (within 2 ulp, as Triton's / for float32), not the\n"
+           "// IEEE division's dozen instructions and slow path.\n"
+           "SA_FN float sa_div(float a, float b) { return __fdividef(a, b); }\n" +
            kCudaVectorHelpers;
   }
   // bfloat16 is the high half of a float32; float16 is the compiler's _Float16.
@@ -342,7 +345,8 @@ std::string dtype_helpers(const std::string& device) {
          "SA_FN void sa_store(sa_f16* p, float x) { *p = (sa_f16)x; }\n"
          "SA_FN float sa_round_bfloat16(float x) { return sa_load(sa_to_bf16(x)); }\n"
          "SA_FN float sa_round_float16(float x) { return (float)(sa_f16)x; }\n"
-         "SA_FN float sa_exp_shifted(float x) { return expf(x); }\n";
+         "SA_FN float sa_exp_shifted(float x) { return expf(x); }\n"
+         "SA_FN float sa_div(float a, float b) { return a / b; }\n";
 }
 
 bool is_elementwise_op(const std::string& base_name) { return rules().count(base_name) > 0; }
