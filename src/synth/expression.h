@@ -41,10 +41,9 @@ std::string rounded(const std::string& expression, const std::string& dtype);
 /// The element types and their helpers for device "cpu" or "cuda": sa_load(x) (to float),
 /// sa_store(pointer, value) (from float, rounding to nearest even; int64 as it is), and
 /// sa_round_bfloat16 / sa_round_float16, sa_exp_shifted(x) (e^x for x <= 0) and sa_div(a, b)
-/// (on CUDA the hardware's approximations, as Triton's); on CUDA also sa_load4 / sa_store4 and sa_load8 /
-/// sa_store8 (four or eight elements at an aligned address), sa_load_v<V> / sa_store_v<V>
-/// (V = 8, 4 or 1) and sa_aligned<V>(pointer).
-/// Uses SA_FN.
+/// (on CUDA the hardware's approximations, as Triton's); on CUDA also sa_load4 / sa_store4 and
+/// sa_load8 / sa_store8 (four or eight elements at an aligned address, one access each),
+/// sa_load_v<V> / sa_store_v<V> (V = 8, 4 or 1) and sa_aligned<V>(pointer). Uses SA_FN.
 std::string dtype_helpers(const std::string& device);
 
 /// CUDA host helpers for launchers: SA_TRY(call) returns a failed call's error code, and

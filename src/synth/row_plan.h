@@ -1,6 +1,6 @@
 /// The synthesizer's plan for tasks that reduce rows: elementwise ops before and after, and any
 /// number of reductions (sum, mean, max, min with or without indices, argmax, argmin,
-/// logsumexp, vector norms, std, var), softmax and log-softmax, and layer and RMS
+/// logsumexp, vector norms, std, var), softmax and log-softmax, and layer, RMS and instance
 /// normalisation, all over the same dims, fused into one kernel that walks each row in as many
 /// passes as the data flow needs (softmax: the maximum, then the sum of exponentials, then the
 /// output) and writes each output once.
@@ -11,9 +11,15 @@
 /// along D) or per row. An input is read through a (div, mod, stride) per group of dims, which
 /// model_new.py computes from the tensors' sizes at run time, so one kernel serves any size.
 ///
-/// On CUDA a block takes TX rows side by side (TX = 64 when rows are strided, so that a warp
-/// reads consecutive addresses; 1 when they are contiguous) and TY threads split each row;
-/// partial results meet in shared memory. On the CPU (OpenMP) each thread takes whole rows.
+/// On CUDA the rows are walked one of three ways, by what the sizes and addresses allow at run
+/// time: cached (a contiguous, 16-byte-aligned row of up to 32768 elements read once, 16 bytes
+/// at a time, into registers that every pass reads; a warp or a block a row), streamed (such a
+/// row too long for the registers: a block a row, 16 bytes at a time, once per pass), or
+/// strided (any rows: a block takes TX rows side by side, so that a warp reads consecutive
+/// addresses when rows are strided, and TY threads split each row, element by element).
+/// Partial results meet by warp shuffles and shared memory. Each walk's block shapes are
+/// launch configurations the tuner times (row_configs). On the CPU (OpenMP) each thread takes
+/// whole rows.
 #pragma once
 
 #include <map>
