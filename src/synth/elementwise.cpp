@@ -208,14 +208,15 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     // bytes) when every tensor is 16-bit, else 4 (16 bytes of float32).
     bool narrow = plan.output_dtype != "float32";
     for (const std::string& dtype : plan.input_dtypes) narrow = narrow && dtype != "float32";
-    const std::string width = narrow ? "8" : "4";
+    const int lanes = narrow ? 8 : 4;
+    const std::string width = std::to_string(lanes);
     // Vectors a thread loads before it computes any: up to 4, and up to 32 floats held across
     // the inputs of the output's shape (with the rest of the body that fits the 128 registers a
     // thread of a 512-thread block has). A broadcast input is read as it is used: it is small, so
     // cached.
     const auto full =
         static_cast<std::size_t>(std::count(plan.input_full.begin(), plan.input_full.end(), true));
-    const std::size_t per_vector = (narrow ? 8 : 4) * std::max<std::size_t>(full, 1);
+    const std::size_t per_vector = lanes * std::max<std::size_t>(full, 1);
     const std::string unroll = std::to_string(std::clamp<std::size_t>(32 / per_vector, 1, 4));
     std::string constants, vector_loads, broadcast_loads, body_v, aligned, held;
     for (std::size_t k = 0; k < plan.inputs.size(); ++k) {

@@ -26,6 +26,13 @@ json affine_chain(int rows, int features) {
           {"outputs", {"clamp"}}};
 }
 
+/// doc with every input and value in bfloat16.
+json in_bfloat16(json doc) {
+  for (auto& input : doc["inputs"]) input["dtype"] = "bfloat16";
+  for (auto& n : doc["nodes"]) n["dtype"] = "bfloat16";
+  return doc;
+}
+
 TEST(SynthElementwise, AChainBecomesOneBodyReadingEachInputOnce) {
   Graph g = read(affine_chain(64, 32));
   ElementwisePlan plan;
@@ -81,9 +88,7 @@ TEST(SynthElementwise, KernelsForBothDevicesHaveTheEntryTheModelBinds) {
 }
 
 TEST(SynthElementwise, NarrowFloatsAreComputedInFloat32AndRoundedAsTorchRoundsEachOp) {
-  json doc = affine_chain(64, 32);
-  for (auto& input : doc["inputs"]) input["dtype"] = "bfloat16";
-  for (auto& n : doc["nodes"]) n["dtype"] = "bfloat16";
+  json doc = in_bfloat16(affine_chain(64, 32));
   ElementwisePlan plan;
   ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
   EXPECT_EQ(plan.output_dtype, "bfloat16");
@@ -115,9 +120,7 @@ TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
 }
 
 TEST(SynthElementwise, CudaReadsEightElementsAtATimeWhenEveryTensorIs16Bit) {
-  json doc = affine_chain(64, 32);
-  for (auto& input : doc["inputs"]) input["dtype"] = "bfloat16";
-  for (auto& n : doc["nodes"]) n["dtype"] = "bfloat16";
+  json doc = in_bfloat16(affine_chain(64, 32));
   ElementwisePlan plan;
   ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
   const std::string narrow = elementwise_kernel_source(plan, "cuda");

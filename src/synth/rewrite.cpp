@@ -17,6 +17,21 @@ json value_argument(const std::string& name) {
   return argument;
 }
 
+/// The value of a view that ModelNew makes of input, parameter or buffer `source` (its
+/// expression followed by `call`, ".unsqueeze(-1)"), named `name`, of these results: the one
+/// the graph already has by that name, else a new one.
+int input_view(Graph* g, int source, const std::string& name, std::vector<TensorType> results,
+               const std::string& call) {
+  if (int existing = g->find(name); existing >= 0) return existing;
+  Value view = g->values[source];
+  view.name = name;
+  view.results = std::move(results);
+  view.view = value_expression(g->values[source]) + call;
+  view.op = -1;
+  g->values.push_back(std::move(view));
+  return static_cast<int>(g->values.size()) - 1;
+}
+
 /// Drops every op whose value no output needs, renumbering values and ops.
 bool remove_dead_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
   std::vector<bool> live(g->values.size(), false);
@@ -96,18 +111,15 @@ bool rewrite_diag_matmul(Graph* g, std::vector<AppliedRewrite>* applied) {
           x.results[0].shape != out[0].shape || g->values[d].kind == "op") {
         continue;
       }
-      Value column = g->values[d];
-      column.name = g->values[d].name + "_column";
-      column.results[0].shape = {column.results[0].shape[0], 1};
-      column.results[0].stride = {1, 1};
-      column.view = value_expression(g->values[d]) + ".unsqueeze(-1)";
-      if (g->find(column.name) < 0) g->values.push_back(column);
-      const int c = g->find(column.name);
+      TensorType type = g->values[d].results[0];
+      type.shape = {type.shape[0], 1};
+      type.stride = {1, 1};
+      const int c = input_view(g, d, g->values[d].name + "_column", {type}, ".unsqueeze(-1)");
       op.target = "aten.mul.Tensor";
       op.name = "mul";
       op.op_class = OpClass::kElementwise;
       op.inputs = {b, c};
-      op.args = json::array({value_argument(x.name), value_argument(column.name)});
+      op.args = json::array({value_argument(x.name), value_argument(g->values[c].name)});
       op.kwargs = json::object();
       applied->push_back({"diag_matmul", g->values[op.value].name + ": diag(" + g->values[d].name +
                                              ") @ " + x.name + " is a row scaling"});
@@ -126,16 +138,11 @@ bool rewrite_input_views(Graph* g, std::vector<AppliedRewrite>* applied) {
     const json& dim = argument(op, 1, "dim");
     if (g->values[source].kind == "op" || !dim.is_number_integer()) continue;
     const int made = op.value;
-    Value view = g->values[source];
-    view.name = g->values[made].name + "_view";
-    view.results = g->values[made].results;
-    view.view =
-        value_expression(g->values[source]) + ".unsqueeze(" + std::to_string(dim.get<int>()) + ")";
-    view.op = -1;
-    if (g->find(view.name) >= 0) continue;
-    g->values.push_back(view);
-    const int alias = static_cast<int>(g->values.size()) - 1;
     const std::string from = g->values[made].name;
+    if (g->find(from + "_view") >= 0) continue;
+    const int alias = input_view(g, source, from + "_view", g->values[made].results,
+                                 ".unsqueeze(" + std::to_string(dim.get<int>()) + ")");
+    const Value& view = g->values[alias];
     for (Op& reader : g->ops) {
       for (int& v : reader.inputs) v = v == made ? alias : v;
       for (auto& a : reader.args) {
@@ -195,14 +202,10 @@ bool rewrite_batch_norm_eval(Graph* g, std::vector<AppliedRewrite>* applied) {
     column[0] = channels;
     auto per_channel = [&](int vector) {
       if (trailing == 0) return vector;
-      Value view = g->values[vector];
-      view.name += "_channels";
-      view.results[0].shape = column;
-      view.results[0].stride = std::vector<std::int64_t>(column.size(), 1);
-      view.view = value_expression(g->values[vector]) + view_call;
-      if (int existing = g->find(view.name); existing >= 0) return existing;
-      g->values.push_back(view);
-      return static_cast<int>(g->values.size()) - 1;
+      TensorType type = g->values[vector].results[0];
+      type.shape = column;
+      type.stride = std::vector<std::int64_t>(column.size(), 1);
+      return input_view(g, vector, g->values[vector].name + "_channels", {type}, view_call);
     };
     // The ops that replace batch_norm, each making a new float32 value; the last makes the
     // batch_norm's own value (its name and dtype), so whatever read it reads the affine map.

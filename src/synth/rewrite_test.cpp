@@ -61,12 +61,6 @@ TEST(SynthRewrite, AnOffDiagonalMatrixIsLeftAlone) {
   EXPECT_EQ(g.ops[1].target, "aten.matmul.default");
 }
 
-}  // namespace
-}  // namespace cuda_agent::synth
-
-namespace cuda_agent::synth {
-namespace {
-
 TEST(SynthRewrite, AnUnsqueezedInputBecomesAViewTheModelMakes) {
   json doc = {{"schema", "cuda-agent.graph/1"},
               {"inputs", {tensor_input("x", "input", {6, 10})}},
@@ -86,12 +80,6 @@ TEST(SynthRewrite, AnUnsqueezedInputBecomesAViewTheModelMakes) {
   EXPECT_EQ(g.ops[0].args[0]["ref"], view.name);
   EXPECT_EQ(forward_parameters(g), ", x");
 }
-
-}  // namespace
-}  // namespace cuda_agent::synth
-
-namespace cuda_agent::synth {
-namespace {
 
 /// batch_norm over x of this shape (channels its dim 1), then relu; training as given, the
 /// weight and bias present or None.

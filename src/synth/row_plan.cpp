@@ -939,27 +939,28 @@ std::string row_body(const RowPlan& plan, Walk walk) {
   } else {
     row += lines_at(plan, false, 0, in2);
     // The loop over the thread's elements: its head, the per-element inputs' values at k, and
-    // its end. A streamed walk reads 4 elements of each input at once, then takes them in turn.
-    std::string loop, element_loads, close = in2 + std::string("}\n");
+    // its end. A streamed walk's head reads 4 elements of each input at once, and a run loop
+    // inside it takes them in turn.
+    std::string head, run, run_end, element_loads;
     if (walk == Walk::kStreamed) {
-      std::string vector_loads;
+      head = "#pragma unroll 4\n    for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {\n";
       for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
         if (!plan.inputs[k].per_element) continue;
-        vector_loads +=
+        head +=
             "      float c" + n(k) + "[4];\n      sa_load4(b" + n(k) + " + k0, c" + n(k) + ");\n";
         element_loads += "        const float in" + n(k) + " = c" + n(k) + "[q];\n";
       }
-      loop = "#pragma unroll 4\n    for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {\n" +
-             vector_loads +
-             "#pragma unroll\n      for (int q = 0; q < 4; ++q) {\n        const int64_t k = k0 + "
-             "q;\n";
-      close = "      }\n    }\n";
+      run =
+          "#pragma unroll\n      for (int q = 0; q < 4; ++q) {\n        const int64_t k = k0 + "
+          "q;\n";
+      run_end = "      }\n";
     } else {
-      loop = walk == Walk::kCpu
+      head = walk == Walk::kCpu
                  ? "for (int64_t k = 0; k < R; ++k) {\n"
                  : "#pragma unroll 8\n    for (int64_t k = ty; live && k < R; k += TY) {\n";
       element_loads = loads(plan, "      ");
     }
+    const std::string end = in2 + std::string("}\n");
     for (int pass = 1; pass <= plan.passes; ++pass) {
       std::string declarations, updates, combines, sums;
       bool only_sums = true;
@@ -976,15 +977,16 @@ std::string row_body(const RowPlan& plan, Walk walk) {
       std::string simd = !cuda && only_sums
                              ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n"
                              : "";
-      row += in2 + std::string("// pass ") + n(pass) + "\n" + declarations + simd + in2 + loop +
-             element_loads + lines_at(plan, true, pass - 1, "      ") + updates + close + combines +
-             lines_at(plan, false, pass, in2);
+      row += in2 + std::string("// pass ") + n(pass) + "\n" + declarations + simd + in2 + head +
+             run + element_loads + lines_at(plan, true, pass - 1, "      ") + updates + run_end +
+             end + combines + lines_at(plan, false, pass, in2);
     }
+    // The outputs, element by element; a streamed walk's 4 at a time, as read.
     std::string element_writes, results, stores;
     for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
       const RowOutput& out = plan.outputs[j];
       if (!out.per_element) continue;
-      if (walk == Walk::kStreamed) {  // 4 at a time, as read
+      if (walk == Walk::kStreamed) {
         results += "      float r" + n(j) + "[4];\n";
         element_writes += "        r" + n(j) + "[q] = " + out.variable + ";\n";
         stores += "      sa_store4(out" + n(j) + " + o * R + k0, r" + n(j) + ");\n";
@@ -993,14 +995,9 @@ std::string row_body(const RowPlan& plan, Walk walk) {
             "      sa_store(&out" + n(j) + "[(o * R + k) * I + i], " + out.variable + ");\n";
       }
     }
-    if (!element_writes.empty() && walk == Walk::kStreamed) {
-      const std::size_t q_loop = loop.find("#pragma unroll\n      for (int q");
-      row += in2 + std::string("// the outputs\n") + in2 + loop.substr(0, q_loop) + results +
-             loop.substr(q_loop) + element_loads + lines_at(plan, true, plan.passes, "      ") +
-             element_writes + "      }\n" + stores + "    }\n";
-    } else if (!element_writes.empty()) {
-      row += in2 + std::string("// the outputs\n") + in2 + loop + element_loads +
-             lines_at(plan, true, plan.passes, "      ") + element_writes + close;
+    if (!element_writes.empty()) {
+      row += in2 + std::string("// the outputs\n") + in2 + head + results + run + element_loads +
+             lines_at(plan, true, plan.passes, "      ") + element_writes + run_end + stores + end;
     }
   }
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
@@ -1071,6 +1068,16 @@ int strided_default(long long R, long long I) {
 
 /// Whether a thread of the shape holds its share of `cached` inputs in registers with room for
 /// the rest of the kernel (about 32 registers) under __launch_bounds__(threads).
+/// How many inputs the cached walk holds in registers: those read along the rows.
+int held_inputs(const RowPlan& plan) {
+  int held = 0;
+  for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;
+  return held;
+}
+
+/// The longest row a cached shape holds.
+long long cached_reach(const CachedShape& shape) { return 4LL * shape.threads * shape.runs; }
+
 bool fits_registers(const CachedShape& shape, int cached) {
   const int budget = std::min(255, 65536 / (shape.threads * shape.rows));
   return cached * 4 * shape.runs + 32 <= budget;
@@ -1243,15 +1250,16 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
     if (plan.outputs[j].per_element) aligned += " && sa_aligned<4>(out" + n(j) + ")";
   }
-  int held = 0;
-  for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;
+  const int held = held_inputs(plan);
   std::string chosen, by_length;
+  long long longest = 0;  // the longest row any cached shape holds
   for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
     const CachedShape& shape = kCachedShapes[c];
+    longest = std::max(longest, cached_reach(shape));
     if (!fits_registers(shape, held)) continue;
     const std::string call = "launch_cached<" + n(shape.rows) + ", " + n(shape.threads) + ", " +
                              n(shape.runs) + ">(" + args + ", s)";
-    const std::string reach = n(4 * shape.threads * shape.runs);
+    const std::string reach = n(cached_reach(shape));
     chosen +=
         "    case " + n(c) + ": if (cached && R <= " + reach + ") return " + call + "; break;\n";
     by_length += "    if (R <= " + reach + ") return " + call + ";\n";
@@ -1285,7 +1293,9 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
             "  const bool streamed = " +
             aligned +
             ";\n"
-            "  const bool cached = streamed && R <= 32768;\n"
+            "  const bool cached = streamed && R <= " +
+            n(longest) +
+            ";\n"
             "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
             chosen + "  }\n  if (cached) {\n" + by_length + "  }\n  if (streamed) {\n" +
             streamed_by_length + "  }\n";
@@ -1432,13 +1442,12 @@ Extents extents(const RowPlan& plan) {
 std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& device) {
   if (device != "cuda") return cpu_schedules();
   const auto [O, R, I] = extents(plan);
-  int held = 0;
-  for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;
+  const int held = held_inputs(plan);
   std::vector<KernelConfig> configs;
   if (I == 1 && R % 4 == 0) {  // the cached walk: the shapes that reach R, fewest threads first
     for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
       const CachedShape& shape = kCachedShapes[c];
-      const long long reach = 4LL * shape.threads * shape.runs;
+      const long long reach = cached_reach(shape);
       if (!fits_registers(shape, held) || reach < R) continue;
       if (c < kCachedDeep ? configs.size() >= 3 : 2 * R <= reach) continue;
       configs.push_back({static_cast<int>(c), "rows " + n(shape.rows) + " x " + n(shape.threads) +

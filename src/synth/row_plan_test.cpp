@@ -31,6 +31,15 @@ json layer_norm(int rows, int cols) {
                {"ln"});
 }
 
+/// Every configuration the tuner may choose has a case in the kernel's switch, behind guard.
+void expect_a_case_for_each(const std::string& source, const std::vector<KernelConfig>& configs,
+                            const std::string& guard) {
+  for (const KernelConfig& c : configs) {
+    EXPECT_NE(source.find("case " + std::to_string(c.id) + ": " + guard), std::string::npos)
+        << c.label;
+  }
+}
+
 TEST(SynthRowPlan, SoftmaxReadsTheRowOnceForItsStatisticsThenWrites) {
   RowPlan plan;
   ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &plan).ok());
@@ -97,11 +106,7 @@ TEST(SynthRowPlan, RowsLongerThanTheRegistersHoldAreStreamedFourElementsAtATime)
   const auto configs = row_configs(norm, "cuda");
   ASSERT_EQ(configs.size(), 3u);
   EXPECT_EQ(configs[0].label, "a row a block, 512 threads, 4 elements at a time");
-  for (const KernelConfig& c : configs) {
-    EXPECT_NE(source.find("case " + std::to_string(c.id) + ": if (streamed) return "),
-              std::string::npos)
-        << c.label;
-  }
+  expect_a_case_for_each(source, configs, "if (streamed) return ");
   // The same at a length that is no power of two; rows of 4 | R only.
   RowPlan other;
   ASSERT_TRUE(plan_rows(read(layer_norm(3, 40004)), &other).ok());
@@ -117,11 +122,7 @@ TEST(SynthRowPlan, TheTunerTriesShapesThatReachTheRowDefaultFirst) {
   ASSERT_GE(configs.size(), 2u);
   EXPECT_EQ(configs[0].label, "rows 1 x 64 threads x 4 runs of 4");  // what fused_rows picks
   const std::string source = row_kernel_source(softmax, "cuda");
-  for (const KernelConfig& c : configs) {
-    EXPECT_NE(source.find("case " + std::to_string(c.id) + ": if (cached && R <= "),
-              std::string::npos)
-        << c.label;
-  }
+  expect_a_case_for_each(source, configs, "if (cached && R <= ");
 
   // Rows 32 apart (a sum over the middle dim) go to the strided walk's shapes.
   Graph middle = read(graph({tensor_input("x", "input", {8, 64, 32})},
@@ -279,12 +280,6 @@ TEST(SynthRowPlan, AGraphWithoutAReductionIsNotARowPlan) {
   EXPECT_NE(s.message().find("reduces nothing"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace cuda_agent::synth
-
-namespace cuda_agent::synth {
-namespace {
-
 TEST(SynthRowPlan, TheTunerAlsoTriesDeepShapesThatCoverTheRowWithoutIdleThreads) {
   // 4096 elements a row: by default 256 threads of 4 runs; the tuner also tries 64 threads of
   // 16 runs and 128 of 8 (more rows resident), and the kernel has a case for each.
@@ -300,11 +295,7 @@ TEST(SynthRowPlan, TheTunerAlsoTriesDeepShapesThatCoverTheRowWithoutIdleThreads)
   EXPECT_TRUE(tried("rows 1 x 64 threads x 16 runs of 4"));
   EXPECT_TRUE(tried("rows 1 x 128 threads x 8 runs of 4"));
   const std::string source = row_kernel_source(softmax, "cuda");
-  for (const KernelConfig& c : configs) {
-    EXPECT_NE(source.find("case " + std::to_string(c.id) + ": if (cached && R <= "),
-              std::string::npos)
-        << c.label;
-  }
+  expect_a_case_for_each(source, configs, "if (cached && R <= ");
   // A row of 1000 is not given a deep shape that leaves most of its threads idle.
   RowPlan short_rows;
   ASSERT_TRUE(plan_rows(read(scaled_softmax(64, 1000)), &short_rows).ok());
