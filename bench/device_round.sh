@@ -4,6 +4,8 @@
 # CONFIGS=1: every launch configuration), then runs the tasks in $SUITE_TASKS through the
 # evaluator (synth_suite.py, at most $SUITE_S seconds), leaving tables and JSON under $OUT.
 #   KERNEL_TASKS="level1/011_sum_dim ..." SUITE_TASKS="..." bash bench/device_round.sh
+# A cut-off kernel run resumes: unpack its synth-kernels-rows.tgz into bench/results/kernels and
+# carry that folder into the next call.
 set -u
 cd "$(dirname "$0")/.."
 source bench/device_env.sh
@@ -11,10 +13,13 @@ results=${OUT:-bench/results}
 mkdir -p "$results"
 work=$(mktemp -d)
 if [ -n "${KERNEL_TASKS:-}" ]; then
-  OUT=$work timeout "${KERNEL_S:-420}" python3 bench/synth_kernels.py --jobs "${JOBS:-15}" \
+  # Task rows kept in bench/results/kernels/synth-kernels-work (carried back in) are not redone.
+  kernels=bench/results/kernels
+  OUT=$kernels timeout "${KERNEL_S:-420}" python3 bench/synth_kernels.py --jobs "${JOBS:-15}" \
     --reps "${REPS:-15}" ${CONFIGS:+--configs} --only $KERNEL_TASKS > "$results/synth_kernels.txt" 2>&1
   echo "synth_kernels: exit $?"
-  cp "$work/synth_kernels.json" "$results/" 2>/dev/null
+  cp "$kernels/synth_kernels.json" "$results/" 2>/dev/null
+  tar czf "$results/synth-kernels-rows.tgz" -C "$kernels" --exclude episodes synth-kernels-work
 fi
 if [ -n "${SUITE_TASKS:-}" ]; then
   OUT=$work timeout "${SUITE_S:-150}" python3 bench/synth_suite.py --device cuda \

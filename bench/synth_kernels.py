@@ -55,7 +55,8 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list) -> dict
     if own.keys() == theirs.keys():
         candidate.load_state_dict(theirs)
     candidate = candidate.cuda().eval()
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    with torch.device("cuda"):  # the task's inputs made on the GPU: seconds less per task
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
 
     def as_list(value):
         return list(value) if isinstance(value, (tuple, list)) else [value]

@@ -113,7 +113,7 @@ TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
       << source;
   EXPECT_NE(source.find("return launch<4>("), std::string::npos);
   EXPECT_NE(source.find("return launch<1>("), std::string::npos);
-  EXPECT_NE(source.find("sa_store_v<V>(out_row + c0, result);"), std::string::npos);
+  EXPECT_NE(source.find("sa_store_v<V>(out_row + c, result);"), std::string::npos);
   // A broadcast input's element is read once a row, not once a vector.
   EXPECT_NE(source.find("const float s1 = step1 ? 0.0f : sa_load(row1[0]);"), std::string::npos)
       << source;

@@ -50,6 +50,10 @@ std::string dtype_helpers(const std::string& device);
 /// sa_resident_blocks(kernel, threads, &cache, &blocks) is how many blocks fill the device.
 extern const char* const kCudaLaunchHelpers;
 
+/// sa_index(x, div, mod) = (x / div) % mod for x, div, mod >= 0, in 32-bit arithmetic where
+/// they fit (a position in one of an input's groups of dims). Uses SA_FN.
+extern const char* const kIndexHelper;
+
 /// The helpers the expressions call (sa_max, sa_min: NaN-propagating like torch), written for a
 /// backend whose function qualifier is the macro SA_FN.
 extern const char* const kExpressionHelpers;

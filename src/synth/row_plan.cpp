@@ -702,18 +702,6 @@ std::string update(const RowAccumulator& a) {
   return "sa_" + a.kind + "(" + a.name + ", " + a.name + "_i, " + a.operand + ", k);";
 }
 
-// (x / div) % mod, the position of row coordinate x in one of an input's groups of dims:
-// nothing to compute for a unit div or mod, 32-bit arithmetic where everything fits (a 64-bit
-// division costs several times as much, once per row per input), 64-bit otherwise.
-const char* kIndexHelper =
-    "SA_FN int64_t sa_index(int64_t x, int64_t div, int64_t mod) {\n"
-    "  if (mod == 1) return 0;\n"
-    "  if (((x | div | mod) >> 31) == 0) {\n"
-    "    const uint32_t q = div == 1 ? (uint32_t)x : (uint32_t)x / (uint32_t)div;\n"
-    "    return q < (uint32_t)mod ? q : q % (uint32_t)mod;\n"
-    "  }\n"
-    "  return (x / div) % mod;\n}\n";
-
 const char* kArgHelpers =
     "// (v, i) takes (v2, i2) when v2 is the greater (argmax) or smaller (argmin), NaN counting\n"
     "// as beyond every number and ties going to the lower index, as torch does.\n"
