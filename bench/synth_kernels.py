@@ -224,6 +224,9 @@ def main() -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="level/name ids, in this order")
+    parser.add_argument("--suite", type=Path, default=ROOT / "tasks",
+                        help="a folder of level folders of tasks (bench/walk_tasks: tasks that "
+                             "take each row walk)")
     parser.add_argument("--levels", nargs="*", default=["level1", "level2", "level3"])
     parser.add_argument("--shrink", type=int, default=1)
     parser.add_argument("--reps", type=int, default=30)
@@ -241,7 +244,7 @@ def main() -> int:
     if args.fresh:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
-    tasks = suite_tasks(ROOT / "tasks", args.levels, args.only)
+    tasks = suite_tasks(args.suite, args.levels, args.only)
     kept = {t: work / f"{t.parent.name}-{t.stem}.json" for t in tasks}
     todo = [t for t in tasks if not kept[t].exists()]
     print(f"preparing {len(todo)} task(s), {args.jobs} at a time; each timed once it is ready",

@@ -14,9 +14,12 @@
 /// On CUDA the rows are walked one of three ways, by what the sizes and addresses allow at run
 /// time: cached (a contiguous, 16-byte-aligned row of up to 32768 elements read once, 16 bytes
 /// at a time, into registers that every pass reads; a warp or a block a row), streamed (such a
-/// row too long for the registers: a block a row, 16 bytes at a time, once per pass), or
-/// strided (any rows: a block takes TX rows side by side, so that a warp reads consecutive
-/// addresses when rows are strided, and TY threads split each row, element by element).
+/// row too long for the registers: a block a row, 16 bytes at a time, once per pass), quads
+/// (rows inner apart, 4 | inner: a thread takes four neighbouring rows, element k of all four
+/// one 16-byte load, and computes each op per lane; a block takes TX quads side by side, TY
+/// threads splitting each) or strided (any rows: a block takes TX rows side by side, so that a
+/// warp reads consecutive addresses when rows are strided, and TY threads split each row,
+/// element by element).
 /// Partial results meet by warp shuffles and shared memory. Each walk's block shapes are
 /// launch configurations the tuner times (row_configs). On the CPU (OpenMP) each thread takes
 /// whole rows.
@@ -49,7 +52,9 @@ struct RowAccumulator {
 struct RowLine {
   bool per_element = false;
   int level = 0;  // per element: computable in passes after this one; per row: after this pass
-  std::string text;
+  std::string text;      // "const <type> <name> = <expression>;"
+  std::string name;      // the variable it defines
+  std::string type;      // float or int64_t
 };
 
 struct RowOutput {

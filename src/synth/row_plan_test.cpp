@@ -124,17 +124,30 @@ TEST(SynthRowPlan, TheTunerTriesShapesThatReachTheRowDefaultFirst) {
   const std::string source = row_kernel_source(softmax, "cuda");
   expect_a_case_for_each(source, configs, "if (cached && R <= ");
 
-  // Rows 32 apart (a sum over the middle dim) go to the strided walk's shapes.
-  Graph middle = read(graph({tensor_input("x", "input", {8, 64, 32})},
-                            {node("s", "aten.sum.dim_IntList", {ref("x"), {1}}, {8, 32})}, {"s"}));
+  // Rows 30 apart (a sum over the middle dim, rows not in fours) go to the strided walk's
+  // shapes; rows 32 apart, four at a time, to the quad walk's.
+  const auto sum_over_middle = [](int inner) {
+    return read(graph({tensor_input("x", "input", {8, 64, inner})},
+                      {node("s", "aten.sum.dim_IntList", {ref("x"), {1}}, {8, inner})}, {"s"}));
+  };
   RowPlan strided;
-  ASSERT_TRUE(plan_rows(middle, &strided).ok());
+  ASSERT_TRUE(plan_rows(sum_over_middle(30), &strided).ok());
   const auto strided_configs = row_configs(strided, "cuda");
   ASSERT_GE(strided_configs.size(), 2u);
   EXPECT_EQ(strided_configs[0].label, "rows 64 x 8 threads");
   EXPECT_NE(row_kernel_source(strided, "cuda")
                 .find("case " + std::to_string(strided_configs[1].id) + ": return launch_strided<"),
             std::string::npos);
+  RowPlan quads;
+  ASSERT_TRUE(plan_rows(sum_over_middle(32), &quads).ok());
+  const auto quad_configs = row_configs(quads, "cuda");
+  ASSERT_EQ(quad_configs.size(), 3u);
+  EXPECT_EQ(quad_configs[0].label, "quads of rows 16 x 32 threads");  // 8 quads of a batch
+  expect_a_case_for_each(row_kernel_source(quads, "cuda"), quad_configs,
+                         "if (quads) return launch_quads<");
+  RowPlan wide;
+  ASSERT_TRUE(plan_rows(sum_over_middle(1024), &wide).ok());
+  EXPECT_EQ(row_configs(wide, "cuda")[0].label, "quads of rows 64 x 8 threads");
   EXPECT_EQ(row_configs(strided, "cpu").size(), cpu_schedules().size());
 }
 
@@ -187,6 +200,44 @@ TEST(SynthRowPlan, AReductionOverAMiddleDimRunsStridedRowsWithAPerChannelBias) {
   ASSERT_EQ(plan.inputs.size(), 2u);
   EXPECT_EQ(plan.inputs[1].dims, (std::vector<int>{1, 2, 3}));
   EXPECT_TRUE(plan.inputs[1].per_element);
+}
+
+TEST(SynthRowPlan, RowsInnerApartAreReadFourNeighboursAtATime) {
+  // (x * w).sum(dim=1) * scale over (N, C, H, W): x runs along four neighbouring rows (w, w+1,
+  // ...), the weight (C, H, 1) is the same for all four, the scale (W) is read once a row.
+  Graph g = read(graph(
+      {tensor_input("p_w", "parameter", {16, 4, 1}, "weight"),
+       tensor_input("p_s", "parameter", {32}, "scale"), tensor_input("x", "input", {2, 16, 4, 32})},
+      {node("mul", "aten.mul.Tensor", {ref("x"), ref("p_w")}, {2, 16, 4, 32}),
+       node("sum", "aten.sum.dim_IntList", {ref("mul"), {1}}, {2, 4, 32}),
+       node("mul_1", "aten.mul.Tensor", {ref("sum"), ref("p_s")}, {2, 4, 32})},
+      {"mul_1"}));
+  RowPlan plan;
+  ASSERT_TRUE(plan_rows(g, &plan).ok());
+  const std::string source = row_kernel_source(plan, "cuda");
+  // The launcher takes the quad walk only where each input read along the rows runs along the
+  // four (aligned) or is the same for all of them.
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    const std::string in = "in" + std::to_string(k);
+    const bool along = plan.inputs[k].per_element;
+    EXPECT_EQ(source.find("(" + in + "_mod_i == 1 || " + in + "_div_i % 4 == 0 || (" + in +
+                          "_div_i == 1 && " + in + "_stride_i == 1 && " + in + "_mod_i % 4 == 0 && " +
+                          in + "_step % 4 == 0 && " + in + "_stride_o % 4 == 0 && sa_aligned<4>(" +
+                          in + "_data)))") != std::string::npos,
+              along)
+        << in;
+    // Along the rows: one read of four lanes a step; once a row: each lane's own element.
+    EXPECT_EQ(source.find("sa_lanes4(b" + std::to_string(k) + " + k * " + in + "_step") !=
+                  std::string::npos,
+              along);
+    EXPECT_EQ(source.find(in + "_[q] = sa_load((" + in + "_data") != std::string::npos, !along);
+  }
+  EXPECT_NE(source.find("const bool quads = I % 4 == 0 && I >= 16"), std::string::npos);
+  // Each lane keeps its own sum, combined across the block lane by lane, and its own result.
+  EXPECT_NE(source.find("float& a0 = a0_[q];"), std::string::npos) << source;
+  EXPECT_NE(source.find("a0 = sa_combine<TX, TY, LANES>(a0, red, tx, ty, sa_add_of());"),
+            std::string::npos);
+  EXPECT_NE(source.find("sa_store(&out0[row + q], "), std::string::npos);
 }
 
 TEST(SynthRowPlan, MaxWithIndicesWritesBothOutputs) {
