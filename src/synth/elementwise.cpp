@@ -235,7 +235,7 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     for (const std::string& line : plan.lines) body_v += "      " + line + "\n";
     body_v += "      result[q] = " + plan.result + ";\n";
     source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
-    source += helpers + kCudaLaunchHelpers + "\n";
+    source += helpers;
     source +=
         "// The output in tiles of blockDim.y rows by blockDim.x vectors of V elements, a tile a\n"
         "// block (tiles along a row first, so neighbouring blocks read neighbouring memory), a\n"

@@ -294,27 +294,6 @@ const char* const kIndexHelper =
     "  }\n"
     "  return (x / div) % mod;\n}\n";
 
-const char* const kCudaLaunchHelpers =
-    "#define SA_TRY(call)                         \\\n"
-    "  do {                                       \\\n"
-    "    const int sa_error = (int)(call);        \\\n"
-    "    if (sa_error != 0) return sa_error;      \\\n"
-    "  } while (0)\n\n"
-    "// How many blocks of kernel, `threads` wide, the device runs at once: its multiprocessors\n"
-    "// times the kernel's occupancy, asked once and kept in *cache.\n"
-    "template <class Kernel>\n"
-    "static int sa_resident_blocks(Kernel kernel, int threads, int* cache, int64_t* blocks) {\n"
-    "  if (*cache == 0) {\n"
-    "    int device = 0, sms = 0, per_sm = 0;\n"
-    "    SA_TRY(cudaGetDevice(&device));\n"
-    "    SA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));\n"
-    "    SA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));\n"
-    "    *cache = sms * (per_sm > 0 ? per_sm : 1);\n"
-    "  }\n"
-    "  *blocks = *cache;\n"
-    "  return 0;\n"
-    "}\n";
-
 std::string dtype_helpers(const std::string& device) {
   std::string common =
       "SA_FN float sa_load(float x) { return x; }\n"

@@ -46,10 +46,6 @@ std::string rounded(const std::string& expression, const std::string& dtype);
 /// sa_load_v<V> / sa_store_v<V> (V = 8, 4 or 1) and sa_aligned<V>(pointer). Uses SA_FN.
 std::string dtype_helpers(const std::string& device);
 
-/// CUDA host helpers for launchers: SA_TRY(call) returns a failed call's error code, and
-/// sa_resident_blocks(kernel, threads, &cache, &blocks) is how many blocks fill the device.
-extern const char* const kCudaLaunchHelpers;
-
 /// sa_index(x, div, mod) = (x / div) % mod for x, div, mod >= 0, in 32-bit arithmetic where
 /// they fit (a position in one of an input's groups of dims). Uses SA_FN.
 extern const char* const kIndexHelper;

@@ -1176,14 +1176,29 @@ constexpr StridedShape kStridedShapes[] = {{64, 8},  {32, 8},  {128, 4}, {32, 16
 constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..15, strided 100..109
 
 /// The quad walk's block shapes (config ids 300..): TX quads of rows side by side, TY threads
-/// each. On an H200 every shape from 16 x 32 to 256 x 2 summed (96, 2048, 4096) over dim 1
-/// within 2% of the others (0.718-0.730 ms), 1.7x the scalar strided walk's 1.25 ms. By default
-/// 64 x 8 where the rows give a block 64 quads side by side, else 16 x 32.
-constexpr StridedShape kQuadShapes[] = {{64, 8}, {16, 32}, {32, 16}, {128, 4}};
+/// each. On an H200 the shapes from 16 x 32 to 256 x 2 summed (96, 2048, 4096) over dim 1
+/// within 2% of each other (0.718-0.730 ms), 1.7x the scalar strided walk's 1.25 ms; a row of
+/// 16 (a min over 16 channels) took 2.6 ms with 64 x 8 and 10.7 ms with 16 x 32, the threads of
+/// a row having 2 elements or none each and the combination costing the rest. So a row's
+/// threads are about its length / 16, or one.
+constexpr StridedShape kQuadShapes[] = {{64, 8}, {16, 32}, {32, 16}, {128, 4}, {256, 1}, {128, 2}};
 constexpr int kQuadConfig = 300;
 
-constexpr long long kQuadWide = 4 * 64;  // rows I apart from which a block takes 64 quads
-int quad_default(long long I) { return I >= kQuadWide ? 0 : 1; }
+/// The quad walk's shape by default: the first entry whose bounds the rows meet (R >=
+/// min_length, and I < below_inner where that is set), and the two the tuner tries after it.
+struct QuadDefault {
+  long long min_length, below_inner;
+  int shape, next[2];  // in kQuadShapes
+};
+constexpr QuadDefault kQuadDefaults[] = {
+    {512, 256, 1, {2, 0}}, {128, 0, 0, {2, 3}}, {32, 0, 5, {4, 3}}, {0, 0, 4, {5, 3}}};
+
+const QuadDefault& quad_default(long long R, long long I) {
+  for (const QuadDefault& d : kQuadDefaults) {
+    if (R >= d.min_length && (d.below_inner == 0 || I < d.below_inner)) return d;
+  }
+  return kQuadDefaults[std::size(kQuadDefaults) - 1];
+}
 
 std::string quad_label(const StridedShape& shape) {
   return "quads of rows " + std::to_string(shape.rows) + " x " + std::to_string(shape.threads) +
@@ -1312,7 +1327,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
       "#define SA_STEP(step) (step)\n";
   source += std::string(kExpressionHelpers) + dtype_helpers(device) + kIndexHelper + kArgHelpers +
-            kLanesHelper + kCudaCombine + "\n" + kCudaLaunchHelpers + "\n";
+            kLanesHelper + kCudaCombine + "\n";
   source +=
       "// Any rows: a block takes TX rows side by side and splits each among TY threads, a row's\n"
       "// element k going to thread k % TY.\n"
@@ -1378,10 +1393,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "static int launch_streamed(" +
       params +
       ", cudaStream_t stream) {\n"
-      "  static int resident = 0;\n"
-      "  int64_t most = 0;\n"
-      "  SA_TRY(sa_resident_blocks(fused_rows_streamed<TY>, TY, &resident, &most));\n"
-      "  fused_rows_streamed<TY><<<(unsigned)(O < most ? O : most), TY, 0, stream>>>(" +
+      "  fused_rows_streamed<TY><<<(unsigned)(O < INT32_MAX ? O : INT32_MAX), TY, 0, stream>>>(" +
       args +
       ");\n"
       "  return (int)cudaGetLastError();\n}\n\n";
@@ -1390,11 +1402,9 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "static int launch_strided(" +
       params +
       ", cudaStream_t stream) {\n"
-      "  static int resident = 0;\n"
-      "  int64_t most = 0;\n"
-      "  SA_TRY(sa_resident_blocks(fused_rows_strided<TX, TY>, TX * TY, &resident, &most));\n"
+
       "  const int64_t blocks = (O * I + TX - 1) / TX;\n"
-      "  fused_rows_strided<TX, TY><<<(unsigned)(blocks < most ? blocks : most), TX * TY, 0, "
+      "  fused_rows_strided<TX, TY><<<(unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX), TX * TY, 0, "
       "stream>>>(" +
       args +
       ");\n"
@@ -1413,11 +1423,9 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "static int launch_cached(" +
       params +
       ", cudaStream_t stream) {\n"
-      "  static int resident = 0;\n"
-      "  int64_t most = 0;\n"
-      "  SA_TRY(sa_resident_blocks(fused_rows_cached<TX, TY, NV>, TX * TY, &resident, &most));\n"
+
       "  const int64_t blocks = (O + TX - 1) / TX;\n"
-      "  fused_rows_cached<TX, TY, NV><<<(unsigned)(blocks < most ? blocks : most), TX * TY, 0, "
+      "  fused_rows_cached<TX, TY, NV><<<(unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX), TX * TY, 0, "
       "stream>>>(" +
       args +
       ");\n"
@@ -1504,12 +1512,17 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
             "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
             chosen + "  }\n  if (cached) {\n" + by_length + "  }\n  if (streamed) {\n" +
             streamed_by_length + "  }\n";
-  const StridedShape wide = kQuadShapes[quad_default(kQuadWide)];
-  const StridedShape narrow = kQuadShapes[quad_default(0)];
-  source += "  if (quads) {\n    if (I >= " + n(kQuadWide) + ") return launch_quads<" +
-            n(wide.rows) + ", " + n(wide.threads) + ">(" + args +
-            ", s);\n    return launch_quads<" + n(narrow.rows) + ", " + n(narrow.threads) + ">(" +
-            args + ", s);\n  }\n";
+  source += "  if (quads) {\n";
+  for (const QuadDefault& d : kQuadDefaults) {
+    std::vector<std::string> bounds;
+    if (d.min_length > 0) bounds.push_back("R >= " + n(d.min_length));
+    if (d.below_inner > 0) bounds.push_back("I < " + n(d.below_inner));
+    const StridedShape& shape = kQuadShapes[d.shape];
+    source += "    " + (bounds.empty() ? "" : "if (" + join(bounds, " && ") + ") ") +
+              "return launch_quads<" + n(shape.rows) + ", " + n(shape.threads) + ">(" + args +
+              ", s);\n";
+  }
+  source += "  }\n";
   for (const StridedDefault& d : kStridedDefaults) {
     std::vector<std::string> bounds;
     if (d.min_inner > 0) bounds.push_back("I >= " + n(d.min_inner));
@@ -1675,11 +1688,9 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
     return configs;
   }
   if (I % 4 == 0 && I >= 16) {  // the quad walk (where the inputs allow it at run time)
-    const int by_default = quad_default(I);
-    configs.push_back({kQuadConfig + by_default, quad_label(kQuadShapes[by_default])});
-    for (int c = 0; c < static_cast<int>(std::size(kQuadShapes)); ++c) {
-      if (c != by_default && configs.size() < 3) configs.push_back({kQuadConfig + c, quad_label(kQuadShapes[c])});
-    }
+    const QuadDefault& d = quad_default(R, I);
+    for (int c : {d.shape, d.next[0], d.next[1]})
+      configs.push_back({kQuadConfig + c, quad_label(kQuadShapes[c])});
     return configs;
   }
   // The strided walk: the default shape first, then the other shapes for strided rows, or

@@ -126,28 +126,33 @@ TEST(SynthRowPlan, TheTunerTriesShapesThatReachTheRowDefaultFirst) {
 
   // Rows 30 apart (a sum over the middle dim, rows not in fours) go to the strided walk's
   // shapes; rows 32 apart, four at a time, to the quad walk's.
-  const auto sum_over_middle = [](int inner) {
-    return read(graph({tensor_input("x", "input", {8, 64, inner})},
+  const auto sum_over_middle = [](int reduced, int inner) {
+    return read(graph({tensor_input("x", "input", {8, reduced, inner})},
                       {node("s", "aten.sum.dim_IntList", {ref("x"), {1}}, {8, inner})}, {"s"}));
   };
   RowPlan strided;
-  ASSERT_TRUE(plan_rows(sum_over_middle(30), &strided).ok());
+  ASSERT_TRUE(plan_rows(sum_over_middle(64, 30), &strided).ok());
   const auto strided_configs = row_configs(strided, "cuda");
   ASSERT_GE(strided_configs.size(), 2u);
   EXPECT_EQ(strided_configs[0].label, "rows 64 x 8 threads");
   EXPECT_NE(row_kernel_source(strided, "cuda")
                 .find("case " + std::to_string(strided_configs[1].id) + ": return launch_strided<"),
             std::string::npos);
-  RowPlan quads;
-  ASSERT_TRUE(plan_rows(sum_over_middle(32), &quads).ok());
-  const auto quad_configs = row_configs(quads, "cuda");
-  ASSERT_EQ(quad_configs.size(), 3u);
-  EXPECT_EQ(quad_configs[0].label, "quads of rows 16 x 32 threads");  // 8 quads of a batch
-  expect_a_case_for_each(row_kernel_source(quads, "cuda"), quad_configs,
-                         "if (quads) return launch_quads<");
-  RowPlan wide;
-  ASSERT_TRUE(plan_rows(sum_over_middle(1024), &wide).ok());
-  EXPECT_EQ(row_configs(wide, "cuda")[0].label, "quads of rows 64 x 8 threads");
+  // The quad walk's threads a row grow with its length (about one per 16 elements).
+  const auto quad_shape = [&](int reduced, int inner) {
+    RowPlan quads;
+    EXPECT_TRUE(plan_rows(sum_over_middle(reduced, inner), &quads).ok());
+    const auto configs = row_configs(quads, "cuda");
+    EXPECT_EQ(configs.size(), 3u);
+    expect_a_case_for_each(row_kernel_source(quads, "cuda"), configs,
+                           "if (quads) return launch_quads<");
+    return configs[0].label;
+  };
+  EXPECT_EQ(quad_shape(16, 1024), "quads of rows 256 x 1 threads");
+  EXPECT_EQ(quad_shape(64, 1024), "quads of rows 128 x 2 threads");
+  EXPECT_EQ(quad_shape(256, 1024), "quads of rows 64 x 8 threads");
+  EXPECT_EQ(quad_shape(2048, 1024), "quads of rows 64 x 8 threads");
+  EXPECT_EQ(quad_shape(2048, 32), "quads of rows 16 x 32 threads");  // 8 quads side by side
   EXPECT_EQ(row_configs(strided, "cpu").size(), cpu_schedules().size());
 }
 
