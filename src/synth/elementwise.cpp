@@ -1,6 +1,7 @@
 #include "synth/elementwise.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "synth/expression.h"
 #include "synth/model_source.h"
@@ -36,6 +37,34 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return "(" + s + ")";
 }
 
+
+/// The vectors a CUDA thread may take (configs 0..2 and 3..5): one, where the body is cheap, so
+/// that the most threads keep loads in flight, or four, where the body is costly and a thread's
+/// fixed cost (its tile's position, its rows' start) is better spread over more elements.
+constexpr int kUnrolls[] = {1, 4};
+
+/// Rough instruction counts of the math a body calls (CUDA's float functions), and the most
+/// a thread's vector may cost and still be one vector a thread. On an H200, one vector a thread
+/// ran relu, sigmoid (about 64 instructions a vector), tanh and elu faster than four did
+/// (1.03 vs 1.13 ms, 1.08 vs 1.24, 1.08 vs 1.10, 1.21 vs 1.25), and gelu (erff, about 116) and
+/// bfloat16 silu (8 elements a vector, about 128) slower (1.22 vs 1.09, 1.39 vs 1.15).
+constexpr std::pair<const char*, int> kCallCosts[] = {
+    {"erff(", 25},  {"tanhf(", 20}, {"expf(", 10},  {"logf(", 15}, {"log1pf(", 20},
+    {"powf(", 40},  {"sinf(", 20},  {"cosf(", 20},  {"sqrtf(", 8}, {"sa_div(", 3},
+    {" / ", 10}};
+constexpr int kCheapVector = 100;
+
+int default_unroll(const ElementwisePlan& plan, int lanes) {
+  int cost = 0;
+  for (const std::string& line : plan.lines) {
+    cost += 2;  // the op itself: a multiply, a compare, a select
+    for (const auto& [call, instructions] : kCallCosts) {
+      for (auto at = line.find(call); at != std::string::npos; at = line.find(call, at + 1))
+        cost += instructions;
+    }
+  }
+  return cost * lanes <= kCheapVector ? kUnrolls[0] : kUnrolls[1];
+}
 }  // namespace
 
 Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
@@ -211,75 +240,101 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     for (const std::string& dtype : plan.input_dtypes) narrow = narrow && dtype != "float32";
     const int lanes = narrow ? 8 : 4;
     const std::string width = std::to_string(lanes);
-    // Each thread takes one vector of V elements: the loads of every input are issued before
-    // any is used, and a block's tile is small, so the last wave of blocks is short. (On an
-    // H200, one vector a thread in a grid of all the tiles moves data at cudaMemcpy's rate,
-    // where blocks that each loop over many rows, or threads with several vectors, lose
-    // 3-7%.) A broadcast input is read once a row (s<n>) or, where it runs along the row, as
+    // Each thread takes U vectors of V elements, blockDim.x * V apart, issuing the loads of
+    // every input before it uses any; a block takes one small tile, so the last wave of blocks
+    // is short. A broadcast input is read once a row (s<n>) or, where it runs along the row, as
     // used: it is small, so cached.
     std::string constants, vector_loads, body_v, aligned;
     for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
       std::string n = std::to_string(k);
       aligned += " && (!step" + n + " || sa_aligned<" + width + ">(in" + n + "_data))";
       if (plan.input_full[k]) {  // always a contiguous run along the row (step 1)
-        vector_loads +=
-            "    float x" + n + "[V];\n    sa_load_v<V>(row" + n + " + c, x" + n + ");\n";
-        body_v += "      const float in" + n + " = x" + n + "[q];\n";
+        constants += "    float x" + n + "[U][V];\n";
+        vector_loads += "        sa_load_v<V>(row" + n + " + c + u * span, x" + n + "[u]);\n";
+        body_v += "        const float in" + n + " = x" + n + "[u][q];\n";
         continue;
       }
-      constants += "    const float s" + n + " = step" + n + " ? 0.0f : sa_load(row" + n + "[0]);\n";
-      vector_loads += "    float y" + n + "[V];\n    if (step" + n + ") sa_load_v<V>(row" + n +
-                      " + c, y" + n + ");\n";
-      body_v += "      const float in" + n + " = step" + n + " ? y" + n + "[q] : s" + n + ";\n";
+      constants += "    const float s" + n + " = step" + n + " ? 0.0f : sa_load(row" + n +
+                   "[0]);\n    float y" + n + "[U][V];\n";
+      vector_loads += "        if (step" + n + ") sa_load_v<V>(row" + n + " + c + u * span, y" + n +
+                      "[u]);\n";
+      body_v += "        const float in" + n + " = step" + n + " ? y" + n + "[u][q] : s" + n + ";\n";
     }
-    for (const std::string& line : plan.lines) body_v += "      " + line + "\n";
-    body_v += "      result[q] = " + plan.result + ";\n";
+    for (const std::string& line : plan.lines) body_v += "        " + line + "\n";
+    body_v += "        result[q] = " + plan.result + ";\n";
     source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
     source += helpers;
     source +=
-        "// The output in tiles of blockDim.y rows by blockDim.x vectors of V elements, a tile a\n"
-        "// block (tiles along a row first, so neighbouring blocks read neighbouring memory), a\n"
-        "// vector a thread.\n"
-        "template <int V>\n"
+        "// The output in tiles of blockDim.y rows by blockDim.x * U vectors of V elements, a tile\n"
+        "// a block (tiles along a row first, so neighbouring blocks read neighbouring memory), U\n"
+        "// vectors a thread.\n"
+        "template <int V, int U>\n"
         "static __global__ void __launch_bounds__(512) fused_elementwise_kernel(" +
         params +
         ", int64_t across, int64_t tiles) {\n"
+        "  const int64_t span = (int64_t)blockDim.x * V;\n"
         "  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
         "    const int64_t tile_row = sa_index(t, across, tiles);\n"
         "    const int64_t r = tile_row * blockDim.y + threadIdx.y;\n"
-        "    const int64_t c = ((t - tile_row * across) * blockDim.x + threadIdx.x) * V;\n"
+        "    const int64_t c = (t - tile_row * across) * span * U + (int64_t)threadIdx.x * V;\n"
         "    if (r >= rows || c >= cols) continue;\n" +
         row_setup + constants + "    " + element_type(plan.output_dtype) +
-        "* out_row = out + r * cols;\n" + vector_loads +
-        "    float result[V];\n"
+        "* out_row = out + r * cols;\n"
         "#pragma unroll\n"
-        "    for (int q = 0; q < V; ++q) {\n" +
-        body_v +
+        "    for (int u = 0; u < U; ++u) {\n"
+        "      if (c + u * span < cols) {\n" +
+        vector_loads +
+        "      }\n"
         "    }\n"
-        "    sa_store_v<V>(out_row + c, result);\n"
+        "#pragma unroll\n"
+        "    for (int u = 0; u < U; ++u) {\n"
+        "      if (c + u * span >= cols) break;\n"
+        "      float result[V];\n"
+        "#pragma unroll\n"
+        "      for (int q = 0; q < V; ++q) {\n" +
+        body_v +
+        "      }\n"
+        "      sa_store_v<V>(out_row + c + u * span, result);\n"
+        "    }\n"
         "  }\n}\n\n";
+    const int unroll = default_unroll(plan, lanes);
     source +=
-        "// The block size model_new.py chose, 128 << config threads, or -1: 256.\n"
+        "// The launch configuration model_new.py chose: 128 << (config % 3) threads and, for\n"
+        "// config < 3, " +
+        std::to_string(kUnrolls[0]) + " vector(s) a thread, else " + std::to_string(kUnrolls[1]) +
+        "; or -1: 256 threads and " + std::to_string(unroll) +
+        " vector(s) a\n// thread (by the body's estimated cost).\n"
         "static int sa_config = -1;\n"
         "extern \"C\" int fused_elementwise_config(int64_t config) {\n"
-        "  sa_config = config >= 0 && config <= 2 ? (int)config : -1;\n"
+        "  sa_config = config >= 0 && config < 6 ? (int)config : -1;\n"
         "  return 0;\n}\n\n";
     source +=
-        "template <int V>\nstatic int launch(" + params +
+        "template <int V, int U>\nstatic int launch(" + params +
         ", cudaStream_t stream) {\n"
-        "  const int threads = sa_config >= 0 ? 128 << sa_config : 256;\n"
+        "  const int threads = sa_config >= 0 ? 128 << (sa_config % 3) : 256;\n"
         "  // Across a row as many threads as its vectors need (a warp at least), the rest of\n"
         "  // the block on further rows; a block a tile, up to the grid's limit.\n"
         "  int across = 32;\n"
-        "  while (across < threads && across * V < cols) across *= 2;\n"
+        "  while (across < threads && across * V * U < cols) across *= 2;\n"
         "  const dim3 block(across, threads / across);\n"
-        "  const int64_t tiles_across = (cols + across * V - 1) / (across * V);\n"
+        "  const int64_t tiles_across = (cols + across * V * U - 1) / (across * V * U);\n"
         "  const int64_t tiles = tiles_across * ((rows + block.y - 1) / block.y);\n"
         "  const int64_t blocks = tiles < INT32_MAX ? tiles : INT32_MAX;\n"
-        "  fused_elementwise_kernel<V><<<(unsigned)blocks, block, 0, stream>>>(" +
+        "  fused_elementwise_kernel<V, U><<<(unsigned)blocks, block, 0, stream>>>(" +
         args +
         ", tiles_across, tiles);\n"
-        "  return (int)cudaGetLastError();\n}\n\n";
+        "  return (int)cudaGetLastError();\n}\n\n"
+        "template <int V>\nstatic int launch_v(" +
+        params +
+        ", cudaStream_t stream) {\n"
+        "  const int unroll = sa_config >= 0 ? (sa_config < 3 ? " +
+        std::to_string(kUnrolls[0]) + " : " + std::to_string(kUnrolls[1]) + ") : " +
+        std::to_string(unroll) +
+        ";\n"
+        "  if (unroll == " +
+        std::to_string(kUnrolls[1]) + ") return launch<V, " + std::to_string(kUnrolls[1]) + ">(" +
+        args + ", stream);\n  return launch<V, " + std::to_string(kUnrolls[0]) + ">(" + args +
+        ", stream);\n}\n\n";
     source += "extern \"C\" int fused_elementwise(" + params +
               ", void* stream) {\n"
               "  if (rows == 0 || cols == 0) return 0;\n"
@@ -288,10 +343,10 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
               width +
               " | cols and aligned bases align every row.\n"
               "  if (cols % " +
-              width + " == 0 && sa_aligned<" + width + ">(out)" + aligned + ") return launch<" +
+              width + " == 0 && sa_aligned<" + width + ">(out)" + aligned + ") return launch_v<" +
               width + ">(" + args +
               ", s);\n"
-              "  return launch<1>(" +
+              "  return launch_v<1>(" +
               args + ", s);\n}\n";
   } else {
     source += "#include <omp.h>\n\n#define SA_FN static inline\n";
@@ -408,10 +463,23 @@ Status synthesize_elementwise(const Graph& graph, const std::string& device, Can
   candidate
       ->files[device == "cuda" ? "kernels/fused_elementwise.cu" : "kernels/fused_elementwise.cpp"] =
       kernel;
-  candidate->configs =
-      device == "cuda"
-          ? std::vector<KernelConfig>{{-1, "256 threads"}, {0, "128 threads"}, {2, "512 threads"}}
-          : cpu_schedules();
+  if (device == "cuda") {
+    // By default 256 threads and the vectors the body's cost gives; then the other count of
+    // vectors, and 512 threads.
+    bool narrow = plan.output_dtype != "float32";
+    for (const std::string& dtype : plan.input_dtypes) narrow = narrow && dtype != "float32";
+    const int unroll = default_unroll(plan, narrow ? 8 : 4);
+    const int other = unroll == kUnrolls[0] ? 1 : 0;  // index in kUnrolls
+    const auto label = [](int threads, int vectors) {
+      return std::to_string(threads) + " threads, " + std::to_string(vectors) +
+             (vectors == 1 ? " vector" : " vectors") + " each";
+    };
+    candidate->configs = {{-1, label(256, unroll)},
+                          {3 * other + 1, label(256, kUnrolls[other])},
+                          {3 * (1 - other) + 2, label(512, unroll)}};
+  } else {
+    candidate->configs = cpu_schedules();
+  }
   candidate->pattern = sha256_hex(kernel);
   long long total = 1;
   for (std::int64_t size : plan.output_shape) total *= size;

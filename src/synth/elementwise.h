@@ -2,8 +2,8 @@
 /// (unary, binary with broadcasting, with scalars) becomes one fused kernel that reads each input
 /// once and writes the output once, and a model_new.py that calls it. Kernels are generated for
 /// the CPU (C++ with OpenMP) and for CUDA (the output in small tiles, a tile a block, each thread
-/// loading one 16-byte vector of every full-size input before it computes) from the same
-/// expression.
+/// loading one 16-byte vector of every full-size input before it computes, or four where the
+/// body is costly) from the same expression.
 ///
 /// Broadcasting is general over the shapes a fused chain meets: an input whose sizes, aligned to
 /// the output's from the right, are 1 except for one run of the output's own sizes is read at

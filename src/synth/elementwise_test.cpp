@@ -111,9 +111,9 @@ TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
                         "sa_aligned<4>(in0_data)) && (!step1 || sa_aligned<4>(in1_data))"),
             std::string::npos)
       << source;
-  EXPECT_NE(source.find("return launch<4>("), std::string::npos);
-  EXPECT_NE(source.find("return launch<1>("), std::string::npos);
-  EXPECT_NE(source.find("sa_store_v<V>(out_row + c, result);"), std::string::npos);
+  EXPECT_NE(source.find("return launch_v<4>("), std::string::npos);
+  EXPECT_NE(source.find("return launch_v<1>("), std::string::npos);
+  EXPECT_NE(source.find("sa_store_v<V>(out_row + c + u * span, result);"), std::string::npos);
   // A broadcast input's element is read once a row, not once a vector.
   EXPECT_NE(source.find("const float s1 = step1 ? 0.0f : sa_load(row1[0]);"), std::string::npos)
       << source;
@@ -125,14 +125,43 @@ TEST(SynthElementwise, CudaReadsEightElementsAtATimeWhenEveryTensorIs16Bit) {
   ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
   const std::string narrow = elementwise_kernel_source(plan, "cuda");
   EXPECT_NE(narrow.find("if (cols % 8 == 0 && sa_aligned<8>(out)"), std::string::npos) << narrow;
-  EXPECT_NE(narrow.find("return launch<8>("), std::string::npos);
+  EXPECT_NE(narrow.find("return launch_v<8>("), std::string::npos);
 
   // One float32 tensor among them: 4 a time, 16 bytes of it.
   doc["inputs"][1]["dtype"] = "float32";
   ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
   const std::string mixed = elementwise_kernel_source(plan, "cuda");
-  EXPECT_EQ(mixed.find("launch<8>("), std::string::npos) << mixed;
-  EXPECT_NE(mixed.find("return launch<4>("), std::string::npos);
+  EXPECT_EQ(mixed.find("launch_v<8>("), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("return launch_v<4>("), std::string::npos);
+}
+
+TEST(SynthElementwise, CostlyBodiesTakeFourVectorsAThreadAndTheTunerTriesBoth) {
+  const auto unary = [](const char* target) {
+    return read({{"schema", "cuda-agent.graph/1"},
+                 {"inputs", {tensor_input("x", "input", {64, 32})}},
+                 {"nodes", {node("y", target, {ref("x")}, {64, 32})}},
+                 {"outputs", {"y"}}});
+  };
+  Candidate cheap, costly;
+  ASSERT_TRUE(synthesize_elementwise(unary("aten.relu.default"), "cuda", &cheap).ok());
+  ASSERT_TRUE(synthesize_elementwise(unary("aten.gelu.default"), "cuda", &costly).ok());
+  // relu by default one vector a thread, erf's gelu four; each tries the other too.
+  ASSERT_EQ(cheap.configs.size(), 3u);
+  EXPECT_EQ(cheap.configs[0].label, "256 threads, 1 vector each");
+  EXPECT_EQ(cheap.configs[1].label, "256 threads, 4 vectors each");
+  EXPECT_EQ(costly.configs[0].label, "256 threads, 4 vectors each");
+  EXPECT_EQ(costly.configs[1].label, "256 threads, 1 vector each");
+  EXPECT_EQ(costly.configs[2].label, "512 threads, 4 vectors each");
+  // Each configuration the tuner may set selects the threads and vectors its label names.
+  const std::string& cu = costly.files.at("kernels/fused_elementwise.cu");
+  EXPECT_NE(cu.find("const int threads = sa_config >= 0 ? 128 << (sa_config % 3) : 256;"),
+            std::string::npos);
+  EXPECT_NE(cu.find("const int unroll = sa_config >= 0 ? (sa_config < 3 ? 1 : 4) : 4;"),
+            std::string::npos)
+      << cu;
+  EXPECT_EQ(costly.configs[1].id % 3, 1);  // 256 threads
+  EXPECT_LT(costly.configs[1].id, 3);      // one vector
+  EXPECT_EQ(costly.configs[2].id, 5);      // 512 threads, four vectors
 }
 
 TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
