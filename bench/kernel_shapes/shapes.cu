@@ -35,9 +35,10 @@ static float time_ms(std::function<void()> f) {
   CK(cudaGetLastError());
   std::sort(t.begin(), t.end()); return t[t.size() / 2];
 }
+// One tile of T * U * 4 floats from base: each thread loads its U float4s, then stores them.
 template <int T, int U>
-__global__ void __launch_bounds__(T) relu_flat(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  const int64_t base = (int64_t)blockIdx.x * (T * U * 4) + threadIdx.x * 4;
+__device__ void relu_tile(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t tile) {
+  const int64_t base = tile * (T * U * 4) + threadIdx.x * 4;
   float4 v[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) { int64_t i = base + u * T * 4; if (i < n) v[u] = *reinterpret_cast<const float4*>(x + i); }
@@ -47,17 +48,12 @@ __global__ void __launch_bounds__(T) relu_flat(const float* __restrict__ x, floa
     __stwb(reinterpret_cast<float4*>(y + i), r); } }
 }
 template <int T, int U>
+__global__ void __launch_bounds__(T) relu_flat(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  relu_tile<T, U>(x, y, n, blockIdx.x);
+}
+template <int T, int U>
 __global__ void __launch_bounds__(T) relu_persist(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  for (int64_t c = blockIdx.x; c * (T * U * 4) < n; c += gridDim.x) {
-  const int64_t base = c * (T * U * 4) + threadIdx.x * 4;
-  float4 v[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u) { int64_t i = base + u * T * 4; if (i < n) v[u] = *reinterpret_cast<const float4*>(x + i); }
-#pragma unroll
-  for (int u = 0; u < U; ++u) { int64_t i = base + u * T * 4; if (i < n) {
-    float4 r = make_float4(fmaxf(v[u].x, 0.f), fmaxf(v[u].y, 0.f), fmaxf(v[u].z, 0.f), fmaxf(v[u].w, 0.f));
-    __stwb(reinterpret_cast<float4*>(y + i), r); } }
-  }
+  for (int64_t c = blockIdx.x; c * (T * U * 4) < n; c += gridDim.x) relu_tile<T, U>(x, y, n, c);
 }
 template <int T, int U>
 __global__ void __launch_bounds__(T) relu_flat_h(const __half* __restrict__ x, __half* __restrict__ y, int64_t n) {

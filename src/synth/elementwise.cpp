@@ -37,6 +37,13 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return "(" + s + ")";
 }
 
+/// Elements a CUDA vector holds: 8 (16 bytes) when every tensor is 16-bit, else 4 (16 bytes of
+/// float32).
+int vector_lanes(const ElementwisePlan& plan) {
+  bool narrow = plan.output_dtype != "float32";
+  for (const std::string& dtype : plan.input_dtypes) narrow = narrow && dtype != "float32";
+  return narrow ? 8 : 4;
+}
 
 /// The vectors a CUDA thread may take (configs 0..2 and 3..5): one, where the body is cheap, so
 /// that the most threads keep loads in flight, or four, where the body is costly and a thread's
@@ -49,9 +56,8 @@ constexpr int kUnrolls[] = {1, 4};
 /// (1.03 vs 1.13 ms, 1.08 vs 1.24, 1.08 vs 1.10, 1.21 vs 1.25), and gelu (erff, about 116) and
 /// bfloat16 silu (8 elements a vector, about 128) slower (1.22 vs 1.09, 1.39 vs 1.15).
 constexpr std::pair<const char*, int> kCallCosts[] = {
-    {"erff(", 25},  {"tanhf(", 20}, {"expf(", 10},  {"logf(", 15}, {"log1pf(", 20},
-    {"powf(", 40},  {"sinf(", 20},  {"cosf(", 20},  {"sqrtf(", 8}, {"sa_div(", 3},
-    {" / ", 10}};
+    {"erff(", 25}, {"tanhf(", 20}, {"expf(", 10}, {"logf(", 15},  {"log1pf(", 20}, {"powf(", 40},
+    {"sinf(", 20}, {"cosf(", 20},  {"sqrtf(", 8}, {"sa_div(", 3}, {" / ", 10}};
 constexpr int kCheapVector = 100;
 
 int default_unroll(const ElementwisePlan& plan, int lanes) {
@@ -65,6 +71,7 @@ int default_unroll(const ElementwisePlan& plan, int lanes) {
   }
   return cost * lanes <= kCheapVector ? kUnrolls[0] : kUnrolls[1];
 }
+
 }  // namespace
 
 Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
@@ -234,11 +241,8 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
   const std::string helpers =
       std::string(kExpressionHelpers) + dtype_helpers(device) + kIndexHelper + "\n";
   if (cuda) {
-    // W elements at a time where every contiguous input and the output allow it, else 1: 8 (16
-    // bytes) when every tensor is 16-bit, else 4 (16 bytes of float32).
-    bool narrow = plan.output_dtype != "float32";
-    for (const std::string& dtype : plan.input_dtypes) narrow = narrow && dtype != "float32";
-    const int lanes = narrow ? 8 : 4;
+    // A vector's elements at a time where every contiguous input and the output allow it, else 1.
+    const int lanes = vector_lanes(plan);
     const std::string width = std::to_string(lanes);
     // Each thread takes U vectors of V elements, blockDim.x * V apart, issuing the loads of
     // every input before it uses any; a block takes one small tile, so the last wave of blocks
@@ -256,16 +260,18 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
       }
       constants += "    const float s" + n + " = step" + n + " ? 0.0f : sa_load(row" + n +
                    "[0]);\n    float y" + n + "[U][V];\n";
-      vector_loads += "        if (step" + n + ") sa_load_v<V>(row" + n + " + c + u * span, y" + n +
-                      "[u]);\n";
-      body_v += "        const float in" + n + " = step" + n + " ? y" + n + "[u][q] : s" + n + ";\n";
+      vector_loads +=
+          "        if (step" + n + ") sa_load_v<V>(row" + n + " + c + u * span, y" + n + "[u]);\n";
+      body_v +=
+          "        const float in" + n + " = step" + n + " ? y" + n + "[u][q] : s" + n + ";\n";
     }
     for (const std::string& line : plan.lines) body_v += "        " + line + "\n";
     body_v += "        result[q] = " + plan.result + ";\n";
     source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
-    source += helpers;
+    source += helpers + kCudaGridHelper + "\n";
     source +=
-        "// The output in tiles of blockDim.y rows by blockDim.x * U vectors of V elements, a tile\n"
+        "// The output in tiles of blockDim.y rows by blockDim.x * U vectors of V elements, a "
+        "tile\n"
         "// a block (tiles along a row first, so neighbouring blocks read neighbouring memory), U\n"
         "// vectors a thread.\n"
         "template <int V, int U>\n"
@@ -319,8 +325,7 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         "  const dim3 block(across, threads / across);\n"
         "  const int64_t tiles_across = (cols + across * V * U - 1) / (across * V * U);\n"
         "  const int64_t tiles = tiles_across * ((rows + block.y - 1) / block.y);\n"
-        "  const int64_t blocks = tiles < INT32_MAX ? tiles : INT32_MAX;\n"
-        "  fused_elementwise_kernel<V, U><<<(unsigned)blocks, block, 0, stream>>>(" +
+        "  fused_elementwise_kernel<V, U><<<sa_grid(tiles), block, 0, stream>>>(" +
         args +
         ", tiles_across, tiles);\n"
         "  return (int)cudaGetLastError();\n}\n\n"
@@ -328,8 +333,8 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         params +
         ", cudaStream_t stream) {\n"
         "  const int unroll = sa_config >= 0 ? (sa_config < 3 ? " +
-        std::to_string(kUnrolls[0]) + " : " + std::to_string(kUnrolls[1]) + ") : " +
-        std::to_string(unroll) +
+        std::to_string(kUnrolls[0]) + " : " + std::to_string(kUnrolls[1]) +
+        ") : " + std::to_string(unroll) +
         ";\n"
         "  if (unroll == " +
         std::to_string(kUnrolls[1]) + ") return launch<V, " + std::to_string(kUnrolls[1]) + ">(" +
@@ -466,9 +471,7 @@ Status synthesize_elementwise(const Graph& graph, const std::string& device, Can
   if (device == "cuda") {
     // By default 256 threads and the vectors the body's cost gives; then the other count of
     // vectors, and 512 threads.
-    bool narrow = plan.output_dtype != "float32";
-    for (const std::string& dtype : plan.input_dtypes) narrow = narrow && dtype != "float32";
-    const int unroll = default_unroll(plan, narrow ? 8 : 4);
+    const int unroll = default_unroll(plan, vector_lanes(plan));
     const int other = unroll == kUnrolls[0] ? 1 : 0;  // index in kUnrolls
     const auto label = [](int threads, int vectors) {
       return std::to_string(threads) + " threads, " + std::to_string(vectors) +

@@ -294,6 +294,12 @@ const char* const kIndexHelper =
     "  }\n"
     "  return (x / div) % mod;\n}\n";
 
+const char* const kCudaGridHelper =
+    "// A launch's grid: one block per unit of work, up to the grid's limit (2^31 - 1), past\n"
+    "// which the kernels' grid-strided loops take the rest.\n"
+    "static unsigned sa_grid(int64_t blocks) {\n"
+    "  return (unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX);\n}\n";
+
 std::string dtype_helpers(const std::string& device) {
   std::string common =
       "SA_FN float sa_load(float x) { return x; }\n"

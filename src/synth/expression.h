@@ -50,6 +50,9 @@ std::string dtype_helpers(const std::string& device);
 /// they fit (a position in one of an input's groups of dims). Uses SA_FN.
 extern const char* const kIndexHelper;
 
+/// CUDA host code: sa_grid(blocks), the grid of a launch of one block per unit of work.
+extern const char* const kCudaGridHelper;
+
 /// The helpers the expressions call (sa_max, sa_min: NaN-propagating like torch), written for a
 /// backend whose function qualifier is the macro SA_FN.
 extern const char* const kExpressionHelpers;

@@ -1020,8 +1020,8 @@ bool mentions(const std::string& text, const std::string& name) {
 /// accumulators (and their sums of exponentials or indices) and the per-row lines.
 struct LaneValue {
   std::string name, type;
-  bool accumulator = false;  // bound by reference: the lane's loop updates it
-  int level = -1;            // a per-row line: computed after this pass; else always in scope
+  std::string initial;  // an accumulator's start, bound by reference (a lane's loop updates it)
+  int level = -1;       // a per-row line: computed after this pass; else always in scope
 };
 
 std::vector<LaneValue> lane_values(const RowPlan& plan) {
@@ -1030,12 +1030,13 @@ std::vector<LaneValue> lane_values(const RowPlan& plan) {
     if (!plan.inputs[k].per_element) values.push_back({"in" + n(k), "float"});
   }
   for (const RowAccumulator& a : plan.accumulators) {
-    values.push_back({a.name, "float", true});
-    if (a.kind == "lse") values.push_back({a.name + "_s", "float", true});
-    if (a.kind == "argmax" || a.kind == "argmin") values.push_back({a.name + "_i", "int64_t", true});
+    values.push_back({a.name, "float", initial(a.kind)});
+    if (a.kind == "lse") values.push_back({a.name + "_s", "float", "0.0f"});
+    if (a.kind == "argmax" || a.kind == "argmin")
+      values.push_back({a.name + "_i", "int64_t", "INT64_MAX"});
   }
   for (const RowLine& line : plan.lines) {
-    if (!line.per_element) values.push_back({line.name, line.type, false, line.level});
+    if (!line.per_element) values.push_back({line.name, line.type, "", line.level});
   }
   return values;
 }
@@ -1048,10 +1049,11 @@ std::string lane_loop(const std::vector<LaneValue>& values, int level, const std
   std::string bind;
   for (const LaneValue& v : values) {
     if (v.level > level || !mentions(body, v.name)) continue;
-    bind += at + "  " + (v.accumulator ? v.type + "& " : "const " + v.type + " ") + v.name + " = " +
-            v.name + "_[q];\n";
+    bind += at + "  " + (v.initial.empty() ? "const " + v.type + " " : v.type + "& ") + v.name +
+            " = " + v.name + "_[q];\n";
   }
-  return at + "#pragma unroll\n" + at + "for (int q = 0; q < 4; ++q) {\n" + bind + body + at + "}\n";
+  return at + "#pragma unroll\n" + at + "for (int q = 0; q < 4; ++q) {\n" + bind + body + at +
+         "}\n";
 }
 
 /// The body of the quad walk for a thread's four neighbouring rows (o, i0..i0 + 3), which every
@@ -1060,39 +1062,26 @@ std::string lane_loop(const std::vector<LaneValue>& values, int level, const std
 std::string quad_body(const RowPlan& plan) {
   const char* in2 = "    ";
   const std::vector<LaneValue> values = lane_values(plan);
-  std::string row;
+  std::string row, starts;
   for (const LaneValue& v : values) {
-    if (v.accumulator) continue;
     row += in2 + v.type + " " + v.name + "_[4];\n";
+    if (!v.initial.empty()) starts += "      " + v.name + "_[q] = " + v.initial + ";\n";
   }
-  for (const RowAccumulator& a : plan.accumulators) {
-    row += in2 + std::string("float ") + a.name + "_[4];\n";
-    std::string init = "      " + a.name + "_[q] = " + initial(a.kind) + ";\n";
-    if (a.kind == "lse") {
-      row += in2 + std::string("float ") + a.name + "_s_[4];\n";
-      init += "      " + a.name + "_s_[q] = 0.0f;\n";
-    }
-    if (a.kind == "argmax" || a.kind == "argmin") {
-      row += in2 + std::string("int64_t ") + a.name + "_i_[4];\n";
-      init += "      " + a.name + "_i_[q] = INT64_MAX;\n";
-    }
-    row += lane_loop({}, 0, init, in2);
-  }
+  if (!starts.empty()) row += lane_loop({}, 0, starts, in2);
   std::string element_loads, per_row_loads;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     const std::string in = "in" + n(k);
-    const std::string outer = in + "_data + sa_index(o, " + in + "_div_o, " + in + "_mod_o) * " +
-                              in + "_stride_o";
+    const std::string outer =
+        in + "_data + sa_index(o, " + in + "_div_o, " + in + "_mod_o) * " + in + "_stride_o";
     if (!plan.inputs[k].per_element) {
       per_row_loads += "      " + in + "_[q] = sa_load((" + outer + ")[sa_index(i0 + q, " + in +
                        "_div_i, " + in + "_mod_i) * " + in + "_stride_i]);\n";
       continue;
     }
     // Four elements i0.. apart by one (the launcher saw to it), or the same element for all.
-    row += in2 + std::string("const ") + element_type(plan.inputs[k].dtype) + "* b" + n(k) +
-           " = " + outer + " + sa_index(i0, " + in + "_div_i, " + in + "_mod_i) * " + in +
-           "_stride_i;\n" + in2 + "const bool l" + n(k) + " = " + in + "_mod_i != 1 && " + in +
-           "_div_i % 4 != 0;\n";
+    row += in2 + std::string("const ") + element_type(plan.inputs[k].dtype) + "* b" + n(k) + " = " +
+           outer + " + sa_index(i0, " + in + "_div_i, " + in + "_mod_i) * " + in + "_stride_i;\n" +
+           in2 + "const bool l" + n(k) + " = " + in + "_mod_i != 1 && " + in + "_div_i % 4 != 0;\n";
     element_loads += "      float c" + n(k) + "[4];\n      sa_lanes4(b" + n(k) + " + k * " + in +
                      "_step, l" + n(k) + ", c" + n(k) + ");\n";
   }
@@ -1135,11 +1124,11 @@ std::string quad_body(const RowPlan& plan) {
     stores += "      sa_store4(out" + n(j) + " + (o * R + k) * I + i0, r" + n(j) + ");\n";
   }
   if (!writes.empty()) {
-    row += in2 + std::string("// the outputs\n") + in2 + head + element_loads + results +
-           lane_loop(values, plan.passes,
-                     lane_inputs + lines_at(plan, true, plan.passes, "        ") + writes,
-                     "      ") +
-           stores + in2 + "}\n";
+    row +=
+        in2 + std::string("// the outputs\n") + in2 + head + element_loads + results +
+        lane_loop(values, plan.passes,
+                  lane_inputs + lines_at(plan, true, plan.passes, "        ") + writes, "      ") +
+        stores + in2 + "}\n";
   }
   std::string row_writes;
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
@@ -1183,6 +1172,10 @@ constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..15, strided
 /// threads are about its length / 16, or one.
 constexpr StridedShape kQuadShapes[] = {{64, 8}, {16, 32}, {32, 16}, {128, 4}, {256, 1}, {128, 2}};
 constexpr int kQuadConfig = 300;
+constexpr long long kQuadMinInner = 16;  // rows fewer apart take the strided walk
+
+/// Whether rows I apart take the quad walk (where the tensors allow it at run time).
+bool quad_rows(long long I) { return I % 4 == 0 && I >= kQuadMinInner; }
 
 /// The quad walk's shape by default: the first entry whose bounds the rows meet (R >=
 /// min_length, and I < below_inner where that is set), and the two the tuner tries after it.
@@ -1239,8 +1232,6 @@ int strided_default(long long R, long long I) {
   return std::size(kStridedShapes) - 1;
 }
 
-/// Whether a thread of the shape holds its share of `cached` inputs in registers with room for
-/// the rest of the kernel (about 32 registers) under __launch_bounds__(threads).
 /// How many inputs the cached walk holds in registers: those read along the rows.
 int held_inputs(const RowPlan& plan) {
   int held = 0;
@@ -1251,6 +1242,8 @@ int held_inputs(const RowPlan& plan) {
 /// The longest row a cached shape holds.
 long long cached_reach(const CachedShape& shape) { return 4LL * shape.threads * shape.runs; }
 
+/// Whether a thread of the shape holds its share of `cached` inputs in registers with room for
+/// the rest of the kernel (about 32 registers) under __launch_bounds__(threads).
 bool fits_registers(const CachedShape& shape, int cached) {
   const int budget = std::min(255, 65536 / (shape.threads * shape.rows));
   return cached * 4 * shape.runs + 32 <= budget;
@@ -1327,7 +1320,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
       "#define SA_STEP(step) (step)\n";
   source += std::string(kExpressionHelpers) + dtype_helpers(device) + kIndexHelper + kArgHelpers +
-            kLanesHelper + kCudaCombine + "\n";
+            kLanesHelper + kCudaCombine + "\n" + kCudaGridHelper + "\n";
   source +=
       "// Any rows: a block takes TX rows side by side and splits each among TY threads, a row's\n"
       "// element k going to thread k % TY.\n"
@@ -1393,7 +1386,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "static int launch_streamed(" +
       params +
       ", cudaStream_t stream) {\n"
-      "  fused_rows_streamed<TY><<<(unsigned)(O < INT32_MAX ? O : INT32_MAX), TY, 0, stream>>>(" +
+      "  fused_rows_streamed<TY><<<sa_grid(O), TY, 0, stream>>>(" +
       args +
       ");\n"
       "  return (int)cudaGetLastError();\n}\n\n";
@@ -1402,9 +1395,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "static int launch_strided(" +
       params +
       ", cudaStream_t stream) {\n"
-
       "  const int64_t blocks = (O * I + TX - 1) / TX;\n"
-      "  fused_rows_strided<TX, TY><<<(unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX), TX * TY, 0, "
+      "  fused_rows_strided<TX, TY><<<sa_grid(blocks), TX * TY, 0, "
       "stream>>>(" +
       args +
       ");\n"
@@ -1414,7 +1406,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       params +
       ", cudaStream_t stream) {\n"
       "  const int64_t blocks = (O * I / 4 + TX - 1) / TX;\n"
-      "  fused_rows_quads<TX, TY><<<(unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX), TX * TY, "
+      "  fused_rows_quads<TX, TY><<<sa_grid(blocks), TX * TY, "
       "0, stream>>>(" +
       args +
       ");\n"
@@ -1423,9 +1415,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "static int launch_cached(" +
       params +
       ", cudaStream_t stream) {\n"
-
       "  const int64_t blocks = (O + TX - 1) / TX;\n"
-      "  fused_rows_cached<TX, TY, NV><<<(unsigned)(blocks < INT32_MAX ? blocks : INT32_MAX), TX * TY, 0, "
+      "  fused_rows_cached<TX, TY, NV><<<sa_grid(blocks), TX * TY, 0, "
       "stream>>>(" +
       args +
       ");\n"
@@ -1445,7 +1436,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   // The quad walk needs each input read along the rows to run along four neighbouring rows
   // (16-byte aligned) or to be the same for all four, and each output written along them to be
   // aligned.
-  std::string quads = "I % 4 == 0 && I >= 16";
+  std::string quads = "I % 4 == 0 && I >= " + n(kQuadMinInner);
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
     const std::string in = "in" + n(k);
@@ -1508,29 +1499,31 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
             n(longest) +
             ";\n"
             "  const bool quads = " +
-            quads + ";\n"
+            quads +
+            ";\n"
             "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
             chosen + "  }\n  if (cached) {\n" + by_length + "  }\n  if (streamed) {\n" +
             streamed_by_length + "  }\n";
+  // A default's launch, behind the bounds (those set) the rows must meet.
+  const auto launch_if = [&](const char* indent, std::vector<std::string> bounds,
+                             const std::string& walk, const StridedShape& shape) {
+    std::erase(bounds, "");
+    return indent + (bounds.empty() ? "" : "if (" + join(bounds, " && ") + ") ") + "return " +
+           walk + "<" + n(shape.rows) + ", " + n(shape.threads) + ">(" + args + ", s);\n";
+  };
   source += "  if (quads) {\n";
   for (const QuadDefault& d : kQuadDefaults) {
-    std::vector<std::string> bounds;
-    if (d.min_length > 0) bounds.push_back("R >= " + n(d.min_length));
-    if (d.below_inner > 0) bounds.push_back("I < " + n(d.below_inner));
-    const StridedShape& shape = kQuadShapes[d.shape];
-    source += "    " + (bounds.empty() ? "" : "if (" + join(bounds, " && ") + ") ") +
-              "return launch_quads<" + n(shape.rows) + ", " + n(shape.threads) + ">(" + args +
-              ", s);\n";
+    source += launch_if("    ",
+                        {d.min_length > 0 ? "R >= " + n(d.min_length) : "",
+                         d.below_inner > 0 ? "I < " + n(d.below_inner) : ""},
+                        "launch_quads", kQuadShapes[d.shape]);
   }
   source += "  }\n";
   for (const StridedDefault& d : kStridedDefaults) {
-    std::vector<std::string> bounds;
-    if (d.min_inner > 0) bounds.push_back("I >= " + n(d.min_inner));
-    if (d.min_length > 0) bounds.push_back("R >= " + n(d.min_length));
-    const StridedShape& shape = kStridedShapes[d.shape];
-    source += "  " + (bounds.empty() ? "" : "if (" + join(bounds, " && ") + ") ") +
-              "return launch_strided<" + n(shape.rows) + ", " + n(shape.threads) + ">(" + args +
-              ", s);\n";
+    source += launch_if("  ",
+                        {d.min_inner > 0 ? "I >= " + n(d.min_inner) : "",
+                         d.min_length > 0 ? "R >= " + n(d.min_length) : ""},
+                        "launch_strided", kStridedShapes[d.shape]);
   }
   source += "}\n";
   return source;
@@ -1687,7 +1680,7 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
     }
     return configs;
   }
-  if (I % 4 == 0 && I >= 16) {  // the quad walk (where the inputs allow it at run time)
+  if (quad_rows(I)) {
     const QuadDefault& d = quad_default(R, I);
     for (int c : {d.shape, d.next[0], d.next[1]})
       configs.push_back({kQuadConfig + c, quad_label(kQuadShapes[c])});

@@ -51,10 +51,10 @@ struct RowAccumulator {
 
 struct RowLine {
   bool per_element = false;
-  int level = 0;  // per element: computable in passes after this one; per row: after this pass
-  std::string text;      // "const <type> <name> = <expression>;"
-  std::string name;      // the variable it defines
-  std::string type;      // float or int64_t
+  int level = 0;     // per element: computable in passes after this one; per row: after this pass
+  std::string text;  // "const <type> <name> = <expression>;"
+  std::string name;  // the variable it defines
+  std::string type;  // float or int64_t
 };
 
 struct RowOutput {

@@ -225,11 +225,12 @@ TEST(SynthRowPlan, RowsInnerApartAreReadFourNeighboursAtATime) {
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     const std::string in = "in" + std::to_string(k);
     const bool along = plan.inputs[k].per_element;
-    EXPECT_EQ(source.find("(" + in + "_mod_i == 1 || " + in + "_div_i % 4 == 0 || (" + in +
-                          "_div_i == 1 && " + in + "_stride_i == 1 && " + in + "_mod_i % 4 == 0 && " +
-                          in + "_step % 4 == 0 && " + in + "_stride_o % 4 == 0 && sa_aligned<4>(" +
-                          in + "_data)))") != std::string::npos,
-              along)
+    EXPECT_EQ(
+        source.find("(" + in + "_mod_i == 1 || " + in + "_div_i % 4 == 0 || (" + in +
+                    "_div_i == 1 && " + in + "_stride_i == 1 && " + in + "_mod_i % 4 == 0 && " +
+                    in + "_step % 4 == 0 && " + in + "_stride_o % 4 == 0 && sa_aligned<4>(" + in +
+                    "_data)))") != std::string::npos,
+        along)
         << in;
     // Along the rows: one read of four lanes a step; once a row: each lane's own element.
     EXPECT_EQ(source.find("sa_lanes4(b" + std::to_string(k) + " + k * " + in + "_step") !=
