@@ -85,7 +85,8 @@ def _wait_for_file(path: str) -> str:
 def wait_for_release(gate: str) -> None:
     """Blocks until the evaluator writes the gate file. The script has imported torch and set up
     the device by then, so that start-up overlaps the step before it; nothing of the task's or
-    the candidate's has been loaded yet."""
+    the candidate's has been loaded yet. GATE.waiting says the start-up is over."""
+    write_text_atomic(f"{gate}.waiting", "waiting")
     word = _wait_for_file(gate)
     if word != "go":
         raise Failure(f"the evaluator ended this step before it began ({word})", kind="aborted")
@@ -226,11 +227,17 @@ def load_task(path: str) -> types.ModuleType:
         raise TaskError(f"task file {file} cannot be imported as Python")
     module = importlib.util.module_from_spec(spec)
     sys.modules[TASK_MODULE] = module
+    # The bytecode folder outlives the evaluation and the task copy does not: no bytecode for
+    # the task or what it imports from its folder (libraries cached already are still read).
+    writes_bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
     try:
         spec.loader.exec_module(module)
     except Exception as error:
         raise TaskError(f"importing task file {file} failed: {type(error).__name__}: {error}") \
             from error
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
     missing = [name for name in TASK_NAMES if not callable(getattr(module, name, None))]
     if missing:
         raise TaskError(f"task file {file} does not define {', '.join(missing)} at top level")

@@ -31,6 +31,9 @@ WATCHED = (
     "common", "guard", "watch", "__main__",
 )
 
+# The clock id of a thread's CPU time (Linux's MAKE_THREAD_CPUCLOCK): ~tid << 3, with these bits.
+_THREAD_SCHED_CLOCK = 0b110  # CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED
+
 SETTLE_S = 0.002            # how long threads are watched after a call returns
 BUSY_NS = 200_000           # CPU time after the return that makes a thread a working one
 
@@ -75,11 +78,13 @@ def _tids() -> set[int]:
 
 
 def _cpu_ns(tid: int) -> int:
-    """Nanoseconds thread tid has spent on a CPU (0 once it is gone)."""
+    """Nanoseconds thread tid has spent on a CPU (0 once it is gone), from its CPU-time clock.
+    /proc/self/task/TID/schedstat is not enough: a thread's total there is brought up to date
+    only when it leaves a CPU, so an OpenMP worker that ran its share of the call just before
+    the return could show that share as spent after it."""
     try:
-        with open(f"/proc/self/task/{tid}/schedstat") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
+        return time.clock_gettime_ns((~tid << 3) | _THREAD_SCHED_CLOCK)
+    except OSError:
         return 0
 
 
@@ -90,6 +95,14 @@ def _running(tid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "R"
     except (OSError, IndexError):
         return False
+
+
+def _thread_name(tid: int) -> str:
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "gone"
 
 
 def _threads_now(me: int) -> dict[int, tuple[int, bool]]:
@@ -222,7 +235,7 @@ class Watch:
             # machine), not working.
             if busy > BUSY_NS or (running and running_before and busy > 0):
                 self._violate("background_thread",
-                              f"thread {tid} kept running {after} ({busy / 1e6:.2f} ms on a CPU "
+                              f"thread {tid} ({_thread_name(tid)}) kept running {after} ({busy / 1e6:.2f} ms on a CPU "
                               f"in the {SETTLE_S * 1e3:.0f} ms after the return): work must be "
                               "finished when ModelNew.forward returns")
                 return

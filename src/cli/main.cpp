@@ -145,7 +145,9 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   eval->add_option("--python", options.python, "Python with torch, for the harness")
       ->capture_default_str();
-  eval->add_option("--cache-dir", cache_dir, "build cache (default ~/.cache/cuda-agent/build)");
+  eval->add_option("--cache-dir", cache_dir,
+                   "build cache: objects, libraries and the harness's Python bytecode (default "
+                   "~/.cache/cuda-agent/build)");
   eval->add_option("--jobs", options.compile.jobs, "parallel compiles (default: one per core)");
   eval->add_flag("--keep-run-dir", options.keep_run_dir,
                  "keep the private run folder (logs, inputs)");
@@ -199,6 +201,7 @@ int run(int argc, char** argv) {
   std::error_code ec;
   fs::create_directories(options.compile.cache_dir, ec);  // so that it can be mounted read-only
   options.protected_paths = {store->path().parent_path(), options.compile.cache_dir};
+  options.bytecode_dir = options.compile.cache_dir / "bytecode";
   std::unique_ptr<TempDir> scratch;
   if (workspace.empty()) {
     if (task_path.empty() || candidate_path.empty()) {

@@ -248,6 +248,7 @@ int OptimizeCommand::run(const std::string& store_path) {
   std::error_code ec;
   fs::create_directories(o.compile.cache_dir, ec);
   o.protected_paths = {store->path().parent_path(), o.compile.cache_dir};
+  o.bytecode_dir = o.compile.cache_dir / "bytecode";
   Evaluator evaluator(o, &runner, store.get(), say);
   Tuner tuner{candidate, dir, &evaluator, store.get(), say};
 

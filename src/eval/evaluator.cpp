@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "eval/harness.h"
 #include "eval/reward.h"
@@ -647,6 +648,13 @@ std::vector<std::string> Evaluator::timing_args(const Run& run, const std::strin
   return args;
 }
 
+void Evaluator::wait_for_startups(const Steps& steps) {
+  for (const auto* step : {&steps.rules, &steps.prepare, &steps.candidate, &steps.check,
+                           &steps.timing, &steps.recheck}) {
+    while (*step && (*step)->starting()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void Evaluator::start_steps(Run& run, Steps* steps) {
   run.seed = draw_seed();
   run.init_seed = draw_seed();
@@ -737,7 +745,8 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   // Before its release a gated process waits for the trusted steps, torch.compile included.
   run.harness = std::make_unique<Harness>(
       HarnessOptions{options_.python, options_.harness_dir, options_.memory_limit_mb,
-                     3 * options_.trusted_timeout_s + options_.verify_timeout_s},
+                     3 * options_.trusted_timeout_s + options_.verify_timeout_s,
+                     options_.bytecode_dir},
       runner_, run.dir.path());
   run.workspace = fs::path(r->workspace);
   Status s = verify_workspace(run.workspace, store_, &run.record);
@@ -839,6 +848,11 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   progress("verify: drawing inputs and weights from a fresh secret seed");
   s = prepare(run, *steps.prepare, r);
   if (!s.ok()) return s;
+  // Candidate code runs only once the other processes have imported torch: on a machine with
+  // few cores those imports take the CPU from the calls being verified and timed, and delay a
+  // kernel's OpenMP threads on their way back to sleep until after forward has returned, where
+  // they look like work left running (T2).
+  wait_for_startups(steps);
   s = verify(run, *steps.candidate, *steps.check, r);
   if (!s.ok()) return s;
   r->verify.seconds = seconds_since(prepare_start);

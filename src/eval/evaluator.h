@@ -51,6 +51,11 @@ struct EvalOptions {
   std::vector<std::filesystem::path> protected_paths;
   std::string python = "python3";
   std::filesystem::path harness_dir;
+  /// Where trusted harness processes keep the Python bytecode of torch, the standard library and
+  /// the harness between evaluations (a process that compiles torch from source starts seconds
+  /// later). Candidate processes only read it, so it belongs among protected_paths. Empty: a
+  /// fresh folder in each evaluation's trusted files.
+  std::filesystem::path bytecode_dir;
   CompileOptions compile;
   bool keep_run_dir = false;  // keep the private run folder, for debugging
 };
@@ -86,6 +91,8 @@ class Evaluator {
     std::unique_ptr<HarnessStep> timing, recheck;  // not for stage verify
   };
   void start_steps(Run& run, Steps* steps);
+  /// Returns once no step is still starting up (HarnessStep::starting).
+  static void wait_for_startups(const Steps& steps);
   /// timing.py's arguments for impl ("eager", "compile" or "candidate").
   std::vector<std::string> timing_args(const Run& run, const std::string& impl) const;
 

@@ -19,13 +19,16 @@ HarnessCall Harness::call(const std::string& script, const std::vector<std::stri
   call.report_path = run_dir_ / (stem + ".report.json");
   ProcessSpec& spec = call.spec;
   // -E -s: no PYTHON* variables, no user site. pycache_prefix: bytecode never comes from (or goes
-  // to) a __pycache__ folder the candidate could have planted; it lies in trusted/, which the
-  // evaluator mounts read-only for candidate processes (they then write no bytecode).
+  // to) a __pycache__ folder the candidate could have planted; it lies in trusted/ or the
+  // evaluator's bytecode folder, both read-only mounts for candidate processes (they then write
+  // no bytecode).
+  fs::path pycache =
+      options_.bytecode_dir.empty() ? run_dir_ / "trusted" / "pycache" : options_.bytecode_dir;
   spec.argv = {options_.python,
                "-E",
                "-s",
                "-X",
-               "pycache_prefix=" + (run_dir_ / "trusted" / "pycache").string(),
+               "pycache_prefix=" + pycache.string(),
                (options_.harness_dir / script).string()};
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.argv.insert(spec.argv.end(), {"--report", call.report_path.string()});
@@ -91,6 +94,12 @@ HarnessResult HarnessStep::go_timed(const std::string& secret_hex) {
     return result;
   }
   return future_.get();  // it ended before its timed calls: the report says why
+}
+
+bool HarnessStep::starting() const {
+  if (call_.gate.empty() || released_) return false;
+  if (future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return false;
+  return !fs::exists(call_.gate.string() + ".waiting");
 }
 
 void HarnessStep::abort() {

@@ -34,7 +34,8 @@ struct HarnessOptions {
   std::string python = "python3";
   std::filesystem::path harness_dir;  // where the scripts are
   long long memory_limit_mb = 0;
-  double wait_timeout_s = 0;  // how long a gated process may wait for its release
+  double wait_timeout_s = 0;           // how long a gated process may wait for its release
+  std::filesystem::path bytecode_dir;  // Python's pycache_prefix; empty: run_dir/trusted/pycache
 };
 
 /// Builds and runs the harness processes of one evaluation, whose files go to run_dir.
@@ -76,6 +77,9 @@ class HarnessStep {
   HarnessResult go_timed(const std::string& secret_hex);
   /// Where go_timed() writes the secret (for check.py --timed to read afterwards).
   std::filesystem::path secret_path() const { return call_.gate.string() + ".time"; }
+  /// Whether the process is still starting up: gated, not yet released, and neither at its gate
+  /// (GATE.waiting) nor ended.
+  bool starting() const;
   /// Calls the step off: the process is told so, and killed if it is still starting up.
   void abort();
   const HarnessCall& call() const { return call_; }

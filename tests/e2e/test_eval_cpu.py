@@ -37,6 +37,12 @@ def test_second_evaluation_reuses_the_build_and_the_baselines(agent, task, candi
     assert r["stages"]["compile"]["status"] == "cached"
     assert r["stages"]["profile"]["data"]["eager"]["cached"] is True
     assert r["stages"]["profile"]["data"]["compile"]["cached"] is True
+    # torch's bytecode is kept in the build cache for the next evaluation's processes; the task's
+    # copy, which lives only as long as its evaluation, leaves none there.
+    kept = [p.as_posix() for p in (agent.cache / "bytecode").rglob("*.pyc")]
+    assert any("/torch/nn/" in p for p in kept)
+    assert any("/harness/common." in p for p in kept)
+    assert not [p for p in kept if "/trusted/" in p]
 
 
 def test_shrink_runs_the_task_smaller_and_records_the_sizes(agent, task, candidate):
