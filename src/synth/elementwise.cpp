@@ -1,6 +1,7 @@
 #include "synth/elementwise.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "synth/expression.h"
@@ -81,6 +82,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
     problems.push_back("it returns " + std::to_string(graph.outputs.size()) + " values, not one");
   }
   std::map<int, std::string> variable;  // value -> its expression in the kernel body
+  std::set<int> inexact;                // values whose float32 bits may differ from torch's
   for (const Op& op : graph.ops) {
     const Value& v = graph.values[op.value];
     if (!is_elementwise_op(op.name)) {
@@ -96,6 +98,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
     std::vector<std::string> operands;
     std::string problem;
     bool missing = false;  // an operand the plan cannot read: said once, where it was found
+    bool exact = rounds_exactly(op);
     // Operands by argument position: a value's variable, or "" for a scalar.
     for (std::size_t i = 0; op.args.is_array() && i < op.args.size(); ++i) {
       const json& a = op.args[i];
@@ -121,14 +124,19 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
           p.input_dtypes.push_back(input.results[0].dtype);
         }
         expression = variable[index];
+        exact = exact && !inexact.count(index);
       }
       operands.push_back(expression);
     }
     if (missing) continue;
     std::string name = "v" + std::to_string(p.lines.size());
-    p.lines.push_back("const float " + name + " = " +
-                      rounded(elementwise_expression(op, operands, &problem), v.results[0].dtype) +
-                      ";");
+    std::string expression = elementwise_expression(op, operands, &problem);
+    if (exact) {
+      expression = rounded(expression, v.results[0].dtype);
+    } else {
+      inexact.insert(op.value);
+    }
+    p.lines.push_back("const float " + name + " = " + expression + ";");
     if (!problem.empty()) problems.push_back(problem);
     variable[op.value] = name;
     p.ops.push_back(op.name);

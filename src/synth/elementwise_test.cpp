@@ -102,6 +102,24 @@ TEST(SynthElementwise, NarrowFloatsAreComputedInFloat32AndRoundedAsTorchRoundsEa
   }
 }
 
+TEST(SynthElementwise, NarrowFloatsAreRoundedOnlyWhereTheFloat32ValueIsTorchsBitForBit) {
+  // y = (x * x) * sigmoid(x * x) + x: the products and the sum are single correctly rounded
+  // operations, the sigmoid is not (an exponential and a fast division), nor is what reads it.
+  json doc = in_bfloat16(graph({tensor_input("x", "input", {64, 32})},
+                               {node("sq", "aten.mul.Tensor", {ref("x"), ref("x")}, {64, 32}),
+                                node("sg", "aten.sigmoid.default", {ref("sq")}, {64, 32}),
+                                node("gated", "aten.mul.Tensor", {ref("sq"), ref("sg")}, {64, 32}),
+                                node("y", "aten.add.Tensor", {ref("gated"), ref("x")}, {64, 32})},
+                               {"y"}));
+  ElementwisePlan plan;
+  ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
+  ASSERT_EQ(plan.lines.size(), 4u);
+  EXPECT_EQ(plan.lines[0], "const float v0 = sa_round_bfloat16((in0 * in0));");
+  EXPECT_EQ(plan.lines[1].find("sa_round"), std::string::npos) << plan.lines[1];
+  EXPECT_EQ(plan.lines[2], "const float v2 = (v0 * v1);");
+  EXPECT_EQ(plan.lines[3], "const float v3 = (v2 + in0);");
+}
+
 TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
   ElementwisePlan plan;
   ASSERT_TRUE(plan_elementwise(read(affine_chain(64, 32)), &plan).ok());

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <set>
 
 namespace cuda_agent::synth {
 
@@ -347,6 +348,19 @@ std::string dtype_helpers(const std::string& device) {
 }
 
 bool is_elementwise_op(const std::string& base_name) { return rules().count(base_name) > 0; }
+
+bool rounds_exactly(const Op& op) {
+  static const std::set<std::string> selections = {
+      "relu", "relu6", "abs", "neg", "clamp", "clamp_min", "clamp_max", "hardtanh", "square"};
+  static const std::set<std::string> arithmetic = {"add", "sub",  "rsub",
+                                                   "mul", "sqrt", "leaky_relu"};
+  if (selections.count(op.name)) return true;
+  if (!arithmetic.count(op.name)) return false;
+  // alpha * other + self may be contracted into one fused multiply-add here and not in torch.
+  const json& alpha = argument(op, 2, "alpha");
+  return (op.name != "add" && op.name != "sub" && op.name != "rsub") || alpha.is_null() ||
+         (alpha.is_number() && alpha.get<double>() == 1);
+}
 
 std::string elementwise_expression(const Op& op, const std::vector<std::string>& operands,
                                    std::string* problem) {

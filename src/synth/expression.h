@@ -27,6 +27,15 @@ bool is_elementwise_op(const std::string& base_name);
 std::string elementwise_expression(const Op& op, const std::vector<std::string>& operands,
                                    std::string* problem);
 
+/// Whether elementwise_expression computes op's float32 result bit for bit as eager torch does:
+/// a selection (relu, clamp, abs, ...) or one correctly rounded operation (+, -, *, sqrt). Only
+/// such a result, from operands that are exact too, is rounded to a 16-bit dtype between ops.
+/// Rounding a value that differs from torch's in its last float32 bits (a transcendental, a
+/// fast division, a reduction summed in another order) would sometimes land it one 16-bit step
+/// away from torch's, and everything computed from it with it; kept in float32, it stays within
+/// half a step everywhere, and the store rounds it once.
+bool rounds_exactly(const Op& op);
+
 /// Whether the kernels read and write tensors of this dtype: float32, bfloat16 and float16.
 /// Whatever the dtype, they compute in float32.
 bool is_float_dtype(const std::string& dtype);

@@ -22,6 +22,7 @@ struct Info {
   std::vector<int> dims;  // the dim of F each of its dims lands on
   bool keepdim = true;    // a per-row value: the reduced dims are still there, as size 1
   bool index = false;     // int64 indices
+  bool exact = true;      // its float32 bits are torch's (rounds_exactly), so it may be rounded
   // For a value that is a tuple (max.dim): the infos of its elements.
   std::vector<Info> elements;
 };
@@ -292,6 +293,7 @@ class Planner {
     }
     Info result;
     result.dims = dims;
+    result.exact = rounds_exactly(op);
     std::vector<std::string> operands;
     for (std::size_t a = 0; op.args.is_array() && a < op.args.size(); ++a) {
       int value = ref(op.args[a]);
@@ -312,10 +314,12 @@ class Planner {
       }
       result.per_element = result.per_element || x.per_element;
       result.level = std::max(result.level, x.level);
+      result.exact = result.exact && x.exact;
       operands.push_back(x.variable);
     }
     std::string problem;
-    std::string expression = rounded(elementwise_expression(op, operands, &problem), t->dtype);
+    std::string expression = elementwise_expression(op, operands, &problem);
+    if (result.exact) expression = rounded(expression, t->dtype);
     if (!problem.empty()) return refuse(problem);
     if (!result.per_element) {
       // A per-row value keeps the reduced dims (as 1) when its operands did.
@@ -436,14 +440,18 @@ class Planner {
     } else {
       return refuse(op.target + " is a reduction the row kernel does not write");
     }
-    // Rounded to the op's dtype as torch stores it (the indices are exact).
+    // A maximum or minimum of exact values is one of them, rounded to the op's dtype as torch
+    // stores it; a sum, taken in another order than torch's, stays in float32 (rounds_exactly).
     const auto& results = graph_.values[op.value].results;
     Info& values = result.elements.empty() ? result : result.elements[0];
+    values.exact = x.exact && (n == "amax" || n == "amin" || n == "max" || n == "min");
     if (!results.empty() && results[0].dtype != "float32") {
       if (!is_float_dtype(results[0].dtype)) {
         return refuse(op.target + " makes " + results[0].dtype + " values");
       }
-      values.variable = emit(false, values.level, rounded(values.variable, results[0].dtype));
+      if (values.exact) {
+        values.variable = emit(false, values.level, rounded(values.variable, results[0].dtype));
+      }
     }
     known_[op.value] = result;
     p_.ops.push_back(n);
@@ -472,6 +480,7 @@ class Planner {
     result.per_element = true;
     result.level = l;
     result.dims = identity();
+    result.exact = false;
     bool log = op.name.find("log") != std::string::npos;
     // Per element a subtraction (log) or an exponential and a product: the row's logarithm
     // or reciprocal is taken once.
@@ -532,7 +541,8 @@ class Planner {
     result.per_element = true;
     result.level = level;
     result.dims = identity();
-    result.variable = emit(true, level, rounded(scaled, dtype_of(op)));
+    result.exact = false;  // from the row's statistics: float32 until it is stored
+    result.variable = emit(true, level, scaled);
     known_[op.value] = result;
     p_.ops.push_back(op.name);
     return true;
@@ -590,7 +600,8 @@ class Planner {
     result.level = op.name == "layer_norm" ? l + 2 : l + 1;
     result.dims = identity();
     if (!is_float_dtype(dtype_of(op))) return refuse(op.target + " makes " + dtype_of(op));
-    result.variable = emit(true, result.level, rounded(scaled, dtype_of(op)));
+    result.exact = false;  // from the row's statistics: float32 until it is stored
+    result.variable = emit(true, result.level, scaled);
     known_[op.value] = result;
     p_.ops.push_back(op.name);
     return true;
@@ -1027,7 +1038,7 @@ struct LaneValue {
 std::vector<LaneValue> lane_values(const RowPlan& plan) {
   std::vector<LaneValue> values;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-    if (!plan.inputs[k].per_element) values.push_back({"in" + n(k), "float"});
+    if (!plan.inputs[k].per_element) values.push_back({"in" + n(k), "float", ""});
   }
   for (const RowAccumulator& a : plan.accumulators) {
     values.push_back({a.name, "float", initial(a.kind)});
