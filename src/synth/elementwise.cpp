@@ -276,23 +276,39 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     for (const std::string& line : plan.lines) body_v += "        " + line + "\n";
     body_v += "        result[q] = " + plan.result + ";\n";
     source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
-    source += helpers + kCudaGridHelper + "\n";
+    source += helpers + kCudaGridHelper;
+    source +=
+        "// sa_index in the kernel's index type: 32-bit divisions where the indices fit.\n"
+        "SA_FN int32_t sa_ix(int32_t x, int32_t div, int32_t mod) {\n"
+        "  if (mod == 1) return 0;\n"
+        "  const uint32_t q = div == 1 ? (uint32_t)x : (uint32_t)x / (uint32_t)div;\n"
+        "  return (int32_t)(q < (uint32_t)mod ? q : q % (uint32_t)mod);\n}\n"
+        "SA_FN int64_t sa_ix(int64_t x, int64_t div, int64_t mod) { return sa_index(x, div, mod); "
+        "}\n\n";
+    // The kernel's sizes and indices are of type Ix: int32_t where every index fits, which
+    // spares each thread 64-bit products and divisions before its first load.
+    std::string cuda_row_setup = row_setup;
+    for (std::size_t at = 0; (at = cuda_row_setup.find("sa_index(", at)) != std::string::npos;)
+      cuda_row_setup.replace(at, 9, "sa_ix(");
+    std::string kernel_params = params;
+    for (std::size_t at = 0; (at = kernel_params.find("int64_t ", at)) != std::string::npos;)
+      kernel_params.replace(at, 8, "Ix ");
     source +=
         "// The output in tiles of blockDim.y rows by blockDim.x * U vectors of V elements, a "
         "tile\n"
         "// a block (tiles along a row first, so neighbouring blocks read neighbouring memory), U\n"
         "// vectors a thread.\n"
-        "template <int V, int U>\n"
+        "template <int V, int U, class Ix>\n"
         "static __global__ void __launch_bounds__(512) fused_elementwise_kernel(" +
-        params +
-        ", int64_t across, int64_t tiles) {\n"
-        "  const int64_t span = (int64_t)blockDim.x * V;\n"
-        "  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
-        "    const int64_t tile_row = sa_index(t, across, tiles);\n"
-        "    const int64_t r = tile_row * blockDim.y + threadIdx.y;\n"
-        "    const int64_t c = (t - tile_row * across) * span * U + (int64_t)threadIdx.x * V;\n"
+        kernel_params +
+        ", Ix across, Ix tiles) {\n"
+        "  const Ix span = (Ix)blockDim.x * V;\n"
+        "  for (Ix t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+        "    const Ix tile_row = sa_ix(t, across, tiles);\n"
+        "    const Ix r = tile_row * (Ix)blockDim.y + (Ix)threadIdx.y;\n"
+        "    const Ix c = (t - tile_row * across) * span * U + (Ix)threadIdx.x * V;\n"
         "    if (r >= rows || c >= cols) continue;\n" +
-        row_setup + constants + "    " + element_type(plan.output_dtype) +
+        cuda_row_setup + constants + "    " + element_type(plan.output_dtype) +
         "* out_row = out + r * cols;\n"
         "#pragma unroll\n"
         "    for (int u = 0; u < U; ++u) {\n"
@@ -333,7 +349,14 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         "  const dim3 block(across, threads / across);\n"
         "  const int64_t tiles_across = (cols + across * V * U - 1) / (across * V * U);\n"
         "  const int64_t tiles = tiles_across * ((rows + block.y - 1) / block.y);\n"
-        "  fused_elementwise_kernel<V, U><<<sa_grid(tiles), block, 0, stream>>>(" +
+        "  // 32-bit indices where the output's fit with room for a tile's overshoot past a\n"
+        "  // row's end, and the tiles' with room for the grid's stride.\n"
+        "  if (rows * cols <= INT32_MAX - 65536 && tiles < (INT64_C(1) << 30))\n"
+        "    fused_elementwise_kernel<V, U, int32_t><<<sa_grid(tiles), block, 0, stream>>>(" +
+        args +
+        ", tiles_across, tiles);\n"
+        "  else\n"
+        "    fused_elementwise_kernel<V, U, int64_t><<<sa_grid(tiles), block, 0, stream>>>(" +
         args +
         ", tiles_across, tiles);\n"
         "  return (int)cudaGetLastError();\n}\n\n"

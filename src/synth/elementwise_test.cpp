@@ -135,6 +135,12 @@ TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
   // A broadcast input's element is read once a row, not once a vector.
   EXPECT_NE(source.find("const float s1 = step1 ? 0.0f : sa_load(row1[0]);"), std::string::npos)
       << source;
+  // 32-bit index arithmetic where the output's indices fit, 64-bit past that.
+  EXPECT_NE(source.find("if (rows * cols <= INT32_MAX - 65536 && tiles < (INT64_C(1) << 30))\n"
+                        "    fused_elementwise_kernel<V, U, int32_t>"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("  else\n    fused_elementwise_kernel<V, U, int64_t>"), std::string::npos);
 }
 
 TEST(SynthElementwise, CudaReadsEightElementsAtATimeWhenEveryTensorIs16Bit) {
