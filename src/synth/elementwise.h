@@ -31,6 +31,10 @@ struct ElementwisePlan {
   std::vector<std::int64_t> output_shape;
   std::vector<std::string> input_dtypes;  // per input: float32, bfloat16 or float16
   std::vector<bool> input_full;           // per input: of the output's shape (never broadcast)
+  /// Per line: whether it reads only broadcast inputs and lines that do, so that where each of
+  /// per_row_inputs is one element a row (step 0) it has one value a row, computed once.
+  std::vector<bool> line_per_row;
+  std::vector<int> per_row_inputs;  // positions in inputs, ascending
   std::string output_dtype = "float32";
 };
 

@@ -120,6 +120,36 @@ TEST(SynthElementwise, NarrowFloatsAreRoundedOnlyWhereTheFloat32ValueIsTorchsBit
   EXPECT_EQ(plan.lines[3], "const float v3 = (v2 + in0);");
 }
 
+TEST(SynthElementwise, LinesOfOneValueARowAreComputedOnceAThreadWhereTheirInputsAllow) {
+  // y = (x - mean) * (1 / sqrt(var + eps)): over (N, C, H*W) rows, mean and var (C, 1) are one
+  // element a row, so 1 / sqrt(var + eps) is one value a row; x - mean reads x, so it is not.
+  json doc = graph(
+      {tensor_input("x", "input", {8, 16, 64}), tensor_input("mean", "buffer", {16, 1}, "mean"),
+       tensor_input("var", "buffer", {16, 1}, "var")},
+      {node("shifted", "aten.add.Tensor", {ref("var"), 1e-5}, {16, 1}),
+       node("inv", "aten.rsqrt.default", {ref("shifted")}, {16, 1}),
+       node("centred", "aten.sub.Tensor", {ref("x"), ref("mean")}, {8, 16, 64}),
+       node("y", "aten.mul.Tensor", {ref("centred"), ref("inv")}, {8, 16, 64})},
+      {"y"});
+  ElementwisePlan plan;
+  ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
+  EXPECT_EQ(plan.line_per_row, (std::vector<bool>{true, true, false, false}));
+  ASSERT_EQ(plan.inputs.size(), 3u);
+  EXPECT_EQ(plan.per_row_inputs, (std::vector<int>{0}));  // var, the first input read
+  const std::string source = elementwise_kernel_source(plan, "cuda");
+  EXPECT_NE(source.find("    const bool per_row = !step0;\n    if (per_row) {\n"
+                        "      const float in0 = s0;\n"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("const float v1 = hv1;"), std::string::npos);
+  // Where var runs along the rows after all (a shape the kernel also takes), the body computes
+  // every line per element.
+  EXPECT_NE(source.find("} else {"), std::string::npos);
+  // ... after the loads of the thread's vectors are issued.
+  EXPECT_LT(source.find("sa_load_v<V>(row1 + c + u * span, x1[u]);"),
+            source.find("const bool per_row"));
+}
+
 TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
   ElementwisePlan plan;
   ASSERT_TRUE(plan_elementwise(read(affine_chain(64, 32)), &plan).ok());
