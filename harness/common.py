@@ -359,13 +359,23 @@ def call_candidate(model: torch.nn.Module, inputs: list, guard: DispatchGuard,
     return output_list(output)
 
 
-def after_call(guard: DispatchGuard, watch: Watch) -> None:
+# The tensors of the call being checked. A thread the candidate left working on them (T2) may
+# still be writing when the checks find it: they stay allocated until the process ends with its
+# report, so that the thread cannot crash the process first by writing to freed memory.
+_checked_call: Any = None
+
+
+def after_call(guard: DispatchGuard, watch: Watch, tensors: Any) -> None:
     """The checks after each candidate call, outside any timed region: no thread still working,
-    nothing of the harness or torch patched, precision as pinned."""
+    nothing of the harness or torch patched, precision as pinned. tensors: the call's inputs
+    and outputs, held while the checks run and for good when they fail."""
+    global _checked_call
+    _checked_call = tensors
     watch.check_threads_idle("after ModelNew.forward returned")
     watch.check("during ModelNew.forward")
     if guard.violations:
         raise _violation(guard)
+    _checked_call = None
 
 
 def _violation(guard: DispatchGuard) -> Failure:

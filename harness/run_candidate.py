@@ -45,7 +45,7 @@ def run_set(model: torch.nn.Module, guard: Any, watch: Any, inputs: list, device
     watch.returned()
     report["output_types"] = [common.type_name(value) for value in result]
     common.check_output_types(result)
-    common.after_call(guard, watch)
+    common.after_call(guard, watch, (device_inputs, result))
     # Each input after the call, for check.py to compare with the original: None where it is
     # unchanged, so that a full-size task's verification holds no second copy of every set.
     after = [None if common.identical(original, value) else value.detach().cpu()

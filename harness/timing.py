@@ -56,11 +56,11 @@ def make_parser():
 
 
 class Implementation:
-    """forward(inputs) -> outputs, ending in a device synchronize; after(outputs) the checks that
-    follow each call outside the timed region. Eager and compile run the same checks (and
+    """forward(inputs) -> outputs, ending in a device synchronize; after(inputs, outputs) the
+    checks that follow each call outside the timed region. Eager and compile run the same checks (and
     ignore what they find), so the overhead around their calls is the candidate's."""
 
-    def __init__(self, forward: Callable[[list], list], after: Callable[[list], None],
+    def __init__(self, forward: Callable[[list], list], after: Callable[[list, list], None],
                  watch: Watch) -> None:
         self.forward, self.after, self.watch = forward, after, watch
 
@@ -72,9 +72,9 @@ def build(args: Any, init: dict, report: dict) -> Implementation:
         model, guard, watch = common.load_candidate_model(args.workspace, args.kernel_lib, init,
                                                           args.init_seed, args.device, report)
 
-        def after(outputs: list) -> None:
+        def after(inputs: list, outputs: list) -> None:
             common.check_output_types(outputs)
-            common.after_call(guard, watch)
+            common.after_call(guard, watch, (inputs, outputs))
 
         def forward(inputs: list) -> list:
             return common.call_candidate(model, inputs, guard, args.device)
@@ -101,7 +101,7 @@ def build(args: Any, init: dict, report: dict) -> Implementation:
                                    f"{type(error).__name__}: {error}") from error
         return common.output_list(output)
 
-    def after(outputs: list) -> None:
+    def after(inputs: list, outputs: list) -> None:
         watch.check_threads_idle("after the call")
         watch.check("during the call")
 
@@ -115,9 +115,10 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
     flush = torch.empty(flush_ints, dtype=torch.int32, device=args.device) if flush_ints else None
     l2 = impl.watch.l2
     for i in range(args.warmup):
-        outputs = impl.forward(common.TimedPlan.copy(base_sets[i % len(base_sets)]))
-        impl.after(outputs)
-        del outputs
+        inputs = common.TimedPlan.copy(base_sets[i % len(base_sets)])
+        outputs = impl.forward(inputs)
+        impl.after(inputs, outputs)
+        del outputs, inputs
     impl.watch.settled()  # thread pools the warm-up started are not new
     if cuda:
         start = torch.cuda.Event(enable_timing=True)
@@ -150,7 +151,7 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
             times.append((_perf_ns() - begin) / 1000.0)
             impl.watch.returned()
             host.append(times[-1])
-        impl.after(outputs)
+        impl.after(inputs, outputs)
         fingerprints.append(plan.fingerprint(outputs))
         if i in plan.saved:
             kept.append(common.to_cpu(outputs))
