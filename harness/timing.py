@@ -57,8 +57,8 @@ def make_parser():
 
 class Implementation:
     """forward(inputs) -> outputs, ending in a device synchronize; after(inputs, outputs) the
-    checks that follow each call outside the timed region. Eager and compile run the same checks (and
-    ignore what they find), so the overhead around their calls is the candidate's."""
+    checks that follow each call outside the timed region. Eager and compile run the same
+    checks (and ignore what they find), so the overhead around their calls is the candidate's."""
 
     def __init__(self, forward: Callable[[list], list], after: Callable[[list, list], None],
                  watch: Watch) -> None:

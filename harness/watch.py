@@ -235,8 +235,9 @@ class Watch:
             # machine), not working.
             if busy > BUSY_NS or (running and running_before and busy > 0):
                 self._violate("background_thread",
-                              f"thread {tid} ({_thread_name(tid)}) kept running {after} ({busy / 1e6:.2f} ms on a CPU "
-                              f"in the {SETTLE_S * 1e3:.0f} ms after the return): work must be "
+                              f"thread {tid} ({_thread_name(tid)}) kept running {after} "
+                              f"({busy / 1e6:.2f} ms on a CPU in the {SETTLE_S * 1e3:.0f} ms "
+                              "after the return): work must be "
                               "finished when ModelNew.forward returns")
                 return
         self._native_threads = set(now) | {me}

@@ -145,7 +145,7 @@ TEST(SynthElementwise, LinesOfOneValueARowAreComputedOnceAThreadWhereTheirInputs
   // Where var runs along the rows after all (a shape the kernel also takes), the body computes
   // every line per element.
   EXPECT_NE(source.find("} else {"), std::string::npos);
-  // ... after the loads of the thread's vectors are issued.
+  // The per-row lines are computed after the loads of the thread's vectors are issued.
   EXPECT_LT(source.find("sa_load_v<V>(row1 + c + u * span, x1[u]);"),
             source.find("const bool per_row"));
 }

@@ -287,12 +287,13 @@ const char* const kCudaVectorHelpers =
 // nothing to compute for a unit div or mod, 32-bit arithmetic where everything fits (a 64-bit
 // division costs several times as much, once per row per input), 64-bit otherwise.
 const char* const kIndexHelper =
+    "SA_FN uint32_t sa_index32(uint32_t x, uint32_t div, uint32_t mod) {\n"
+    "  const uint32_t q = div == 1 ? x : x / div;\n"
+    "  return q < mod ? q : q % mod;\n}\n"
     "SA_FN int64_t sa_index(int64_t x, int64_t div, int64_t mod) {\n"
     "  if (mod == 1) return 0;\n"
-    "  if (((x | div | mod) >> 31) == 0) {\n"
-    "    const uint32_t q = div == 1 ? (uint32_t)x : (uint32_t)x / (uint32_t)div;\n"
-    "    return q < (uint32_t)mod ? q : q % (uint32_t)mod;\n"
-    "  }\n"
+    "  if (((x | div | mod) >> 31) == 0)\n"
+    "    return sa_index32((uint32_t)x, (uint32_t)div, (uint32_t)mod);\n"
     "  return (x / div) % mod;\n}\n";
 
 const char* const kCudaGridHelper =

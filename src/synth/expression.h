@@ -56,7 +56,8 @@ std::string rounded(const std::string& expression, const std::string& dtype);
 std::string dtype_helpers(const std::string& device);
 
 /// sa_index(x, div, mod) = (x / div) % mod for x, div, mod >= 0, in 32-bit arithmetic where
-/// they fit (a position in one of an input's groups of dims). Uses SA_FN.
+/// they fit (a position in one of an input's groups of dims), and sa_index32, its 32-bit
+/// arithmetic. Uses SA_FN.
 extern const char* const kIndexHelper;
 
 /// CUDA host code: sa_grid(blocks), the grid of a launch of one block per unit of work.
