@@ -58,6 +58,7 @@ def main(args: Any, report: dict) -> None:
     out_path = os.path.abspath(args.out)  # the candidate's loader changes the cwd
     init = common.load_bundle(args.init)
     input_sets = common.load_bundle(args.inputs)
+    CallObserver.start_profiler(args.device)
     model, guard, watch = common.load_candidate_model(args.workspace, args.kernel_lib, init,
                                                       args.init_seed, args.device, report)
     outputs, inputs_after = [], []

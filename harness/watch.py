@@ -33,6 +33,7 @@ WATCHED = (
 
 # The clock id of a thread's CPU time (Linux's MAKE_THREAD_CPUCLOCK): ~tid << 3, with these bits.
 _THREAD_SCHED_CLOCK = 0b110  # CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED
+_PF_EXITING = 0x4  # a task flag in field 9 of /proc/.../stat: the thread is in do_exit
 
 SETTLE_S = 0.002            # how long threads are watched after a call returns
 BUSY_NS = 200_000           # CPU time after the return that makes a thread a working one
@@ -88,13 +89,15 @@ def _cpu_ns(tid: int) -> int:
         return 0
 
 
-def _running(tid: int) -> bool:
-    """Whether thread tid is on a CPU or waiting for one (state R)."""
+def _state(tid: int) -> tuple[bool, bool]:
+    """Whether thread tid is on a CPU or waiting for one (state R), and whether it is exiting
+    (PF_EXITING: a thread already joined can still be listed while the kernel tears it down)."""
     try:
         with open(f"/proc/self/task/{tid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "R"
-    except (OSError, IndexError):
-        return False
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0] == "R", bool(int(fields[6]) & _PF_EXITING)
+    except (OSError, IndexError, ValueError):
+        return False, False
 
 
 def _thread_name(tid: int) -> str:
@@ -105,8 +108,9 @@ def _thread_name(tid: int) -> str:
         return "gone"
 
 
-def _threads_now(me: int) -> dict[int, tuple[int, bool]]:
-    return {tid: (_cpu_ns(tid), _running(tid)) for tid in _tids() if tid != me}
+def _threads_now(me: int) -> dict[int, tuple[int, bool, bool]]:
+    """Every thread but me: its CPU time, whether it is running and whether it is exiting."""
+    return {tid: (_cpu_ns(tid), *_state(tid)) for tid in _tids() if tid != me}
 
 
 class L2Control:
@@ -171,7 +175,7 @@ class Watch:
         self._native_threads = _tids()
         self.l2 = L2Control() if device == "cuda" else None
         # Snapshots taken by returned() for the next check_threads_idle().
-        self._at_return: dict[int, tuple[int, bool]] | None = None
+        self._at_return: dict[int, tuple[int, bool, bool]] | None = None
         self._python_at_return: list[threading.Thread] = []
         self._l2_limit = self.l2.persisting_limit() if self.l2 is not None else 0
 
@@ -204,10 +208,10 @@ class Watch:
         """A thread that keeps working once forward has returned is doing the call's work
         outside the timed region (T2). Over the SETTLE_S after the return, a thread is working
         when it spends BUSY_NS on a CPU, or runs at both ends of the window and on a CPU in
-        between; and a thread that
-        did not exist before the call, was alive at its return and is gone by the end of the
-        window did its work after the return. Threads that outlive the window idle (a kernel's
-        OpenMP pool) become part of the process as it is."""
+        between; and a thread that did not exist before the call, was alive at its return
+        without exiting and is gone by the end of the window did its work after the return (a
+        joined thread may still be listed at the return, but already exiting). Threads that
+        outlive the window idle (a kernel's OpenMP pool) become part of the process as it is."""
         me = threading.get_native_id()
         before = self._at_return if self._at_return is not None else _threads_now(me)
         python_late = self._python_at_return
@@ -219,17 +223,16 @@ class Watch:
                           f"Python thread {python_late[0].name!r} started by the candidate was "
                           f"still running {after}: the call's work must be done when it returns")
             return
-        for tid, (cpu_before, running_before) in before.items():
-            new = tid not in self._native_threads
+        for tid, (cpu_before, running_before, exiting) in before.items():
             if tid not in now:
-                if new:
+                if tid not in self._native_threads and not exiting:
                     self._violate("background_thread",
                                   f"thread {tid}, started during the call, was still alive "
                                   f"{after} and ended within {SETTLE_S * 1e3:.0f} ms: work must "
                                   "be finished when ModelNew.forward returns")
                     return
                 continue
-            cpu_ns, running = now[tid]
+            cpu_ns, running, _ = now[tid]
             busy = cpu_ns - cpu_before
             # Runnable at both ends but never on a CPU in between is waiting for one (a loaded
             # machine), not working.
@@ -332,13 +335,24 @@ class CallObserver:
             pass
         self._profiler: Any = None
 
-    def __enter__(self) -> "CallObserver":
+    @staticmethod
+    def _profile(device: str) -> Any:
         # torch.autograd's profiler, not torch.profiler's wrapper: that one imports
         # torch._inductor (seconds, and it patches torch.manual_seed on the way).
-        if self.device == "cuda":
-            self._profiler = torch.autograd.profiler.profile(use_device="cuda", use_kineto=True)
-        else:
-            self._profiler = torch.autograd.profiler.profile(use_kineto=False)
+        if device == "cuda":
+            return torch.autograd.profiler.profile(use_device="cuda", use_kineto=True)
+        return torch.autograd.profiler.profile(use_kineto=False)
+
+    @staticmethod
+    def start_profiler(device: str) -> None:
+        """Runs the profiler once, before the Watch is made: the thread torch's profiler starts
+        on first use is then part of the process as the harness left it, not a new thread found
+        starting up after the observed call returns (background_thread)."""
+        with CallObserver._profile(device):
+            torch.ones(1, device=device).add_(1)
+
+    def __enter__(self) -> "CallObserver":
+        self._profiler = self._profile(self.device)
         self._profiler.__enter__()
         return self
 

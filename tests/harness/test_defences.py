@@ -1,8 +1,11 @@
 """The harness's defences one by one: the timed plan and its fingerprints, degenerate tasks, and
 the watch over the candidate's process."""
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -228,6 +231,43 @@ def test_a_thread_started_by_the_call_that_ends_after_its_return_is_caught(watch
     w.check_threads_idle("after the call")
     worker.join()
     assert [v["rule"] for v in violations] == ["background_thread"]
+
+
+def test_a_thread_already_exiting_at_the_return_is_not_work(watched) -> None:
+    # A thread the call joined can still be listed at the return while the kernel tears it
+    # down; one alive and not exiting then, and gone by the end, did its work after the return.
+    w, violations = watched
+    gone = max(watch._tids()) + 1_000_000  # no such thread at the end of the window
+    w._at_return = {gone: (1_000, True, True)}
+    w.check_threads_idle("after the call")
+    assert violations == []
+    w._at_return = {gone: (1_000, True, False)}
+    w.check_threads_idle("after the next call")
+    assert [v["rule"] for v in violations] == ["background_thread"]
+
+
+PROFILED_CALL = """
+import os, sys, torch
+sys.path.insert(0, {harness!r})
+import watch
+if {started}:
+    watch.CallObserver.start_profiler("cpu")
+before = set(os.listdir("/proc/self/task"))
+with watch.CallObserver("cpu", "/nonexistent", []):
+    torch.ones(4).add_(1)
+print(len(set(os.listdir("/proc/self/task")) - before))
+"""
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_the_profilers_own_thread_is_started_before_the_candidate_runs(started) -> None:
+    # The profiled rerun in run_candidate.py must not start a thread of torch's profiler that
+    # the watch would then find starting up after the candidate's call returned.
+    script = PROFILED_CALL.format(harness=str(Path(watch.__file__).parent), started=started)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, check=True)
+    new_threads = int(result.stdout.split()[-1])
+    assert (new_threads == 0) == started
 
 
 def test_a_thread_pool_started_by_the_call_that_sleeps_is_not_work(watched) -> None:
