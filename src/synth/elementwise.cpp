@@ -519,12 +519,8 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
 
   std::string init = module_state_source(graph);
   std::string signature = forward_parameters(graph);
-  auto expression_of = value_expression;
-  std::string tensors, shapes;
-  for (int index : plan.inputs) {
-    tensors += expression_of(graph.values[index]) + ", ";
-    shapes += expression_of(graph.values[index]) + ".shape, ";
-  }
+  std::string tensors;
+  for (int index : plan.inputs) tensors += value_expression(graph.values[index]) + ", ";
   s += "class ModelNew(nn.Module):\n"
        "    def __init__(self, *init_inputs):\n"
        "        super().__init__()\n" +
@@ -536,9 +532,7 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
        "        inputs = [" +
        tensors +
        "]\n"
-       "        out_shape = broadcast_shape(" +
-       shapes +
-       ")\n"
+       "        out_shape = broadcast_shape(*[t.shape for t in inputs])\n"
        "        out = torch.empty(out_shape, dtype=torch." +
        plan.output_dtype +
        ", device=inputs[0].device)\n"

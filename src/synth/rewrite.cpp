@@ -1,5 +1,6 @@
 #include "synth/rewrite.h"
 
+#include <algorithm>
 #include <set>
 
 #include "synth/expression.h"
@@ -259,12 +260,214 @@ bool rewrite_batch_norm_eval(Graph* g, std::vector<AppliedRewrite>* applied) {
   return false;
 }
 
+/// Contiguous strides for shape.
+std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> stride(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) stride[d - 1] = stride[d] * shape[d];
+  return stride;
+}
+
+/// Whether dims first..last of a tensor merge into one by a view (each dim's stride is the next
+/// one's stride times its size; dims of size 1 are skipped), so that torch folds them without a
+/// copy, which would be compute of torch's inside ModelNew.forward.
+bool mergeable(const TensorType& t, std::size_t first, std::size_t last) {
+  std::int64_t inner = -1;  // stride times size of the last dim of size > 1 seen, from the right
+  for (std::size_t d = last + 1; d-- > first;) {
+    if (t.shape[d] == 1) continue;
+    if (inner >= 0 && t.stride[d] != inner) return false;
+    inner = t.stride[d] * t.shape[d];
+  }
+  return true;
+}
+
+/// A GEMM or convolution operand ModelNew can name: an input, parameter or buffer (or a view of
+/// one), or the transpose of its last two dims. Sets *expression and *type; false otherwise.
+bool library_operand(const Graph& g, int value, std::string* expression, TensorType* type) {
+  const Value& v = g.values[value];
+  if (v.results.size() != 1) return false;
+  if (v.kind != "op") {
+    *expression = value_expression(v);
+    *type = v.results[0];
+    if (type->stride.empty()) type->stride = contiguous_strides(type->shape);
+    return type->stride.size() == type->shape.size();
+  }
+  const Op& op = g.ops[v.op];
+  if (op.inputs.size() != 1) return false;
+  const Value& source = g.values[op.inputs[0]];
+  if (source.kind == "op" || source.results.size() != 1) return false;
+  const std::size_t rank = source.results[0].shape.size();
+  if (rank < 2) return false;
+  if (op.name == "transpose") {
+    const json& a = argument(op, 1, "dim0");
+    const json& b = argument(op, 2, "dim1");
+    if (!a.is_number_integer() || !b.is_number_integer()) return false;
+    const auto last_two = [rank](std::int64_t d) {
+      const std::int64_t r = static_cast<std::int64_t>(rank);
+      return d == r - 1 || d == r - 2 || d == -1 || d == -2;
+    };
+    const std::int64_t d0 = a.get<std::int64_t>(), d1 = b.get<std::int64_t>();
+    const std::int64_t n0 = d0 < 0 ? d0 + static_cast<std::int64_t>(rank) : d0;
+    const std::int64_t n1 = d1 < 0 ? d1 + static_cast<std::int64_t>(rank) : d1;
+    if (!last_two(d0) || !last_two(d1) || n0 == n1) return false;
+  } else if (op.name != "t" || rank != 2) {
+    return false;
+  }
+  *expression = value_expression(source) + ".transpose(-2, -1)";
+  *type = source.results[0];
+  if (type->stride.size() != rank) type->stride = contiguous_strides(type->shape);
+  std::swap(type->shape[rank - 1], type->shape[rank - 2]);
+  std::swap(type->stride[rank - 1], type->stride[rank - 2]);
+  return true;
+}
+
+bool is_16_bit(const std::string& dtype) { return dtype == "bfloat16" || dtype == "float16"; }
+
+/// A GEMM (linear, mm, bmm, matmul, addmm) or a convolution whose operands are inputs,
+/// parameters or buffers runs in the library (cuBLAS, cuDNN; MKL, oneDNN on the CPU) through
+/// torch, an op the evaluator allows, and becomes a value ModelNew computes first; the ops after
+/// it, its bias among them, fuse into the plan's kernel, which reads the library's output once.
+/// Only where something follows: a GEMM whose value is an output is left alone. A 16-bit bias
+/// stays in the library's epilogue (rounded once, as eager does); a 16-bit convolution with a
+/// bias is left alone, as its bias is a separate torch kernel. Torch's matmul folds batch dims
+/// only where they merge by a view; other layouts are left alone too.
+bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
+  for (std::size_t k = 0; k < g->ops.size(); ++k) {
+    const Op op = g->ops[k];  // a copy: values and ops change below
+    if (op.op_class != OpClass::kGemm && op.op_class != OpClass::kConvolution) continue;
+    const Value made = g->values[op.value];
+    if (made.results.size() != 1) continue;
+    if (std::find(g->outputs.begin(), g->outputs.end(), op.value) != g->outputs.end()) continue;
+    const TensorType out = made.results[0];
+    const std::size_t out_rank = out.shape.size();
+    if (!is_16_bit(out.dtype) && out.dtype != "float32") continue;
+
+    std::string a, b, expression;
+    TensorType ta, tb;
+    int bias = -1;  // a value added after the library op, or -1
+    const auto operand = [&](std::size_t index, const char* name, std::string* e, TensorType* t) {
+      const json& arg = argument(op, index, name);
+      if (!arg.is_object() || !arg.contains("ref")) return false;
+      const int v = g->find(arg["ref"].get<std::string>());
+      return v >= 0 && library_operand(*g, v, e, t);
+    };
+    const auto optional_value = [&](std::size_t index, const char* name, int* v) {
+      const json& arg = argument(op, index, name);
+      if (arg.is_null()) return true;
+      if (!arg.is_object() || !arg.contains("ref")) return false;
+      *v = g->find(arg["ref"].get<std::string>());
+      return *v >= 0 && g->values[*v].kind != "op" && g->values[*v].results.size() == 1;
+    };
+    const std::string& target = op.target;
+    if (target == "aten.linear.default") {
+      if (!operand(0, "input", &a, &ta) || !operand(1, "weight", &b, &tb)) continue;
+      if (ta.shape.size() < 2 || tb.shape.size() != 2) continue;
+      if (ta.shape.size() > 2 && !mergeable(ta, 0, ta.shape.size() - 2)) continue;
+      if (!optional_value(2, "bias", &bias)) continue;
+      std::string in_call;
+      if (bias >= 0 && is_16_bit(out.dtype)) {
+        in_call = ", " + value_expression(g->values[bias]);
+        bias = -1;
+      }
+      expression = "torch.nn.functional.linear(" + a + ", " + b + in_call + ")";
+    } else if (target == "aten.mm.default" || target == "aten.bmm.default") {
+      if (!operand(0, "self", &a, &ta) || !operand(1, "mat2", &b, &tb)) continue;
+      expression = std::string(target == "aten.mm.default" ? "torch.mm(" : "torch.bmm(") + a +
+                   ", " + b + ")";
+    } else if (target == "aten.addmm.default") {
+      const json& beta = argument(op, 3, "beta");
+      const json& alpha = argument(op, 4, "alpha");
+      const auto one = [](const json& x) { return x.is_null() || (x.is_number() && x == 1); };
+      if (!one(beta) || !one(alpha) || is_16_bit(out.dtype)) continue;
+      if (!operand(1, "mat1", &a, &ta) || !operand(2, "mat2", &b, &tb)) continue;
+      if (!optional_value(0, "self", &bias) || bias < 0) continue;
+      expression = "torch.mm(" + a + ", " + b + ")";
+    } else if (target == "aten.matmul.default") {
+      if (!operand(0, "self", &a, &ta) || !operand(1, "other", &b, &tb)) continue;
+      const std::size_t ra = ta.shape.size(), rb = tb.shape.size();
+      if (ra < 2 || rb < 2) continue;
+      bool folds = ra == 2 && rb == 2;
+      if (ra > 2 && rb == 2) folds = mergeable(ta, 0, ra - 2);
+      if (ra > 2 && rb == ra) {
+        folds = std::equal(ta.shape.begin(), ta.shape.end() - 2, tb.shape.begin()) &&
+                mergeable(ta, 0, ra - 3) && mergeable(tb, 0, rb - 3);
+      }
+      if (!folds) continue;
+      expression = "torch.matmul(" + a + ", " + b + ")";
+    } else if ((op.name == "conv1d" || op.name == "conv2d" || op.name == "conv3d") &&
+               target == "aten." + op.name + ".default") {
+      // (input, weight, bias, stride, padding, dilation, groups), the rest passed by name.
+      if (!operand(0, "input", &a, &ta) || !operand(1, "weight", &b, &tb)) continue;
+      if (ta.shape.size() != out_rank || out_rank < 3) continue;  // batched: (N, C, ...)
+      if (!optional_value(2, "bias", &bias)) continue;
+      if (bias >= 0 && is_16_bit(out.dtype)) continue;
+      static const char* const kNames[] = {"stride", "padding", "dilation", "groups"};
+      std::string rest;
+      bool literal_args = true;
+      for (std::size_t i = 0; i < 4; ++i) {
+        const json& arg = argument(op, 3 + i, kNames[i]);
+        if (arg.is_null()) continue;
+        literal_args = literal_args && (arg.is_number_integer() || arg.is_array());
+        rest += std::string(", ") + kNames[i] + "=" + arg.dump(-1);
+      }
+      if (!literal_args) continue;
+      expression = "torch.nn.functional." + op.name + "(" + a + ", " + b + rest + ")";
+    } else {
+      continue;
+    }
+
+    // The library's result: a value ModelNew computes, contiguous as torch returns it.
+    Value library = made;
+    library.kind = "input";
+    library.target.clear();
+    library.op = -1;
+    library.view = expression;
+    library.results[0].stride = contiguous_strides(out.shape);
+    std::string detail = made.name + ": " + expression + " runs in the library";
+    if (bias < 0) {
+      // The library's result is the op's own value: whatever read it reads it unchanged.
+      g->values[op.value] = library;
+      g->ops.erase(g->ops.begin() + static_cast<std::ptrdiff_t>(k));
+      for (std::size_t i = 0; i < g->ops.size(); ++i)
+        g->values[g->ops[i].value].op = static_cast<int>(i);
+    } else {
+      // The op becomes the bias's addition, over (C, 1, ...) for a convolution's channels.
+      library.name = made.name + "_library";
+      g->values.push_back(library);
+      const int result = static_cast<int>(g->values.size()) - 1;
+      int added = bias;
+      if (op.op_class == OpClass::kConvolution) {
+        std::vector<std::int64_t> column(out_rank - 1, 1);
+        column[0] = out.shape[1];
+        TensorType type = g->values[bias].results[0];
+        type.shape = column;
+        type.stride = std::vector<std::int64_t>(column.size(), 1);
+        std::string call = ".view(-1";
+        for (std::size_t d = 2; d < out_rank; ++d) call += ", 1";
+        added = input_view(g, bias, g->values[bias].name + "_channels", {type}, call + ")");
+      }
+      Op& add = g->ops[k];
+      add.target = "aten.add.Tensor";
+      add.name = "add";
+      add.op_class = OpClass::kElementwise;
+      add.inputs = {result, added};
+      add.args = json::array(
+          {value_argument(g->values[result].name), value_argument(g->values[added].name)});
+      add.kwargs = json::object();
+      detail += ", then its bias " + g->values[added].name + " is added in the fused kernel";
+    }
+    applied->push_back({"library_op", detail});
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
   while (rewrite_diag_matmul(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
-         rewrite_input_views(graph, &applied) || remove_dead_ops(graph, &applied)) {
+         rewrite_library_ops(graph, &applied) || rewrite_input_views(graph, &applied) ||
+         remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

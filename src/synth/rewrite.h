@@ -7,7 +7,11 @@
 ///     dense GEMM of n^3 multiply-adds becomes one elementwise pass;
 ///   - batch_norm_eval: batch_norm in eval mode is a per-channel affine map, (x - mean) *
 ///     rsqrt(var + eps) * weight + bias over (C, 1, ...) views, so it fuses as elementwise ops;
-///   - input_view: an unsqueeze of an input, parameter or buffer is a view ModelNew makes.
+///   - input_view: an unsqueeze of an input, parameter or buffer is a view ModelNew makes;
+///   - library_op: a GEMM or convolution of inputs, parameters or buffers (or their transposes)
+///     with ops after it runs in the library (cuBLAS, cuDNN) through torch, as a value ModelNew
+///     computes first, and its bias joins the ops after it in the plan's fused kernel, so that
+///     the library's output is read once and nothing else of torch's runs.
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
 #pragma once
 
@@ -19,7 +23,7 @@
 namespace cuda_agent::synth {
 
 struct AppliedRewrite {
-  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "input_view"
+  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "input_view", "library_op"
   std::string detail;  // what it changed, for a person
 };
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "synth/graph_test_util.h"
 #include "synth/model_source.h"
 
@@ -142,6 +144,134 @@ TEST(SynthRewrite, BatchNormInTrainingModeIsLeftAlone) {
   Graph g = batch_norm_relu({4, 8, 6}, /*training=*/true);
   EXPECT_TRUE(rewrite_graph(&g).empty());
   EXPECT_EQ(g.ops[0].name, "batch_norm");
+}
+
+/// linear(x, weight[, bias]) then gelu, over x (rows, k) of dtype; the linear's value the output
+/// instead where gelu is false.
+Graph linear_gelu(int rows, int k, int features, bool bias, const std::string& dtype = "float32",
+                  bool gelu = true) {
+  json inputs = {tensor_input("x", "input", {rows, k}),
+                 tensor_input("p_weight", "parameter", {features, k}, "weight")};
+  json args = {ref("x"), ref("p_weight")};
+  if (bias) {
+    inputs.push_back(tensor_input("p_bias", "parameter", {features}, "bias"));
+    args.push_back(ref("p_bias"));
+  }
+  for (json& input : inputs) input["dtype"] = dtype;
+  json nodes = {node("linear", "aten.linear.default", args, {rows, features}, dtype)};
+  if (gelu)
+    nodes.push_back(node("gelu", "aten.gelu.default", {ref("linear")}, {rows, features}, dtype));
+  return read(graph(inputs, nodes, {gelu ? "gelu" : "linear"}));
+}
+
+std::vector<std::string> op_names(const Graph& g) {
+  std::vector<std::string> names;
+  for (const Op& op : g.ops) names.push_back(op.name);
+  return names;
+}
+
+TEST(SynthRewrite, ALinearRunsInTheLibraryAndItsBiasJoinsTheFusedOps) {
+  for (auto [rows, k, features] : {std::tuple{64, 32, 48}, std::tuple{7, 5, 3}}) {
+    Graph g = linear_gelu(rows, k, features, /*bias=*/true);
+    auto applied = rewrite_graph(&g);
+    ASSERT_EQ(applied.size(), 1u);
+    EXPECT_EQ(applied[0].name, "library_op");
+    EXPECT_EQ(op_names(g), (std::vector<std::string>{"add", "gelu"}));
+    const Value& product = g.values[g.ops[0].inputs[0]];
+    EXPECT_EQ(value_expression(product), "torch.nn.functional.linear(x, self.weight)");
+    EXPECT_EQ(product.results[0].shape, (std::vector<std::int64_t>{rows, features}));
+    EXPECT_EQ(g.values[g.ops[0].inputs[1]].name, "p_bias");
+    EXPECT_EQ(g.values[g.ops[0].value].name, "linear");  // gelu reads the sum, as it read linear
+    EXPECT_EQ(forward_parameters(g), ", x");             // the product is no input of its own
+    EXPECT_NE(module_state_source(g).find("self.weight = nn.Parameter"), std::string::npos);
+  }
+}
+
+TEST(SynthRewrite, ASixteenBitLinearKeepsItsBiasInTheLibrarysEpilogue) {
+  // Rounded to bfloat16 once there, as eager rounds it, not once before and once after.
+  Graph g = linear_gelu(16, 8, 4, /*bias=*/true, "bfloat16");
+  rewrite_graph(&g);
+  EXPECT_EQ(op_names(g), (std::vector<std::string>{"gelu"}));
+  EXPECT_EQ(value_expression(g.values[g.ops[0].inputs[0]]),
+            "torch.nn.functional.linear(x, self.weight, self.bias)");
+}
+
+TEST(SynthRewrite, AGemmWithNothingAfterItOrReadingAnOpsResultIsLeftAlone) {
+  Graph alone = linear_gelu(16, 8, 4, /*bias=*/true, "float32", /*gelu=*/false);
+  EXPECT_TRUE(rewrite_graph(&alone).empty());  // nothing would fuse: the library op is all
+
+  Graph after_relu =
+      read(graph({tensor_input("x", "input", {16, 8}), tensor_input("w", "input", {4, 8})},
+                 {node("relu", "aten.relu.default", {ref("x")}, {16, 8}),
+                  node("linear", "aten.linear.default", {ref("relu"), ref("w")}, {16, 4}),
+                  node("tanh", "aten.tanh.default", {ref("linear")}, {16, 4})},
+                 {"tanh"}));
+  EXPECT_TRUE(rewrite_graph(&after_relu).empty());
+}
+
+TEST(SynthRewrite, ABatchedProductWithATransposedOperandRunsInTheLibrary) {
+  for (int n : {32, 5}) {
+    Graph g = read(
+        graph({tensor_input("q", "input", {2, 3, n, 8}), tensor_input("k", "input", {2, 3, n, 8})},
+              {node("t", "aten.transpose.int", {ref("k"), -2, -1}, {2, 3, 8, n}),
+               node("matmul", "aten.matmul.default", {ref("q"), ref("t")}, {2, 3, n, n}),
+               node("mul", "aten.mul.Tensor", {ref("matmul"), 0.125}, {2, 3, n, n})},
+              {"mul"}));
+    auto applied = rewrite_graph(&g);
+    ASSERT_EQ(applied.size(), 2u);
+    EXPECT_EQ(applied[0].name, "library_op");
+    EXPECT_EQ(applied[1].name, "dead_op");  // the transpose is the library's to take
+    EXPECT_EQ(op_names(g), (std::vector<std::string>{"mul"}));
+    EXPECT_EQ(value_expression(g.values[g.ops[0].inputs[0]]),
+              "torch.matmul(q, k.transpose(-2, -1))");
+  }
+}
+
+TEST(SynthRewrite, ABatchedProductWhoseBatchDimsNeedACopyIsLeftAlone) {
+  // Batch dims (2, 3) of strides (20, 40): torch's matmul would copy q to fold them.
+  json q = tensor_input("q", "input", {2, 3, 4, 5});
+  q["stride"] = {20, 40, 5, 1};
+  Graph g = read(graph({q, tensor_input("k", "input", {2, 3, 5, 4})},
+                       {node("matmul", "aten.matmul.default", {ref("q"), ref("k")}, {2, 3, 4, 4}),
+                        node("relu", "aten.relu.default", {ref("matmul")}, {2, 3, 4, 4})},
+                       {"relu"}));
+  EXPECT_TRUE(rewrite_graph(&g).empty());
+}
+
+/// conv2d of x (n, c, h, w) with a bias, stride 1 and padding 1, then hardswish, in dtype.
+Graph conv_hardswish(const std::vector<int>& x_shape, int out_channels,
+                     const std::string& dtype = "float32") {
+  const std::vector<int> out = {x_shape[0], out_channels, x_shape[2], x_shape[3]};
+  json inputs = {tensor_input("x", "input", x_shape),
+                 tensor_input("p_w", "parameter", {out_channels, x_shape[1], 3, 3}, "conv.weight"),
+                 tensor_input("p_b", "parameter", {out_channels}, "conv.bias")};
+  for (json& input : inputs) input["dtype"] = dtype;
+  return read(graph(inputs,
+                    {node("conv", "aten.conv2d.default",
+                          {ref("x"), ref("p_w"), ref("p_b"), {1, 1}, {1, 1}}, out, dtype),
+                     node("hs", "aten.hardswish.default", {ref("conv")}, out, dtype)},
+                    {"hs"}));
+}
+
+TEST(SynthRewrite, AConvolutionRunsInTheLibraryAndItsBiasIsAddedPerChannel) {
+  for (const auto& shape : {std::vector<int>{4, 8, 16, 16}, {3, 5, 7, 9}}) {
+    Graph g = conv_hardswish(shape, 6);
+    auto applied = rewrite_graph(&g);
+    ASSERT_FALSE(applied.empty());
+    EXPECT_EQ(applied[0].name, "library_op");
+    EXPECT_EQ(op_names(g), (std::vector<std::string>{"add", "hardswish"}));
+    EXPECT_EQ(value_expression(g.values[g.ops[0].inputs[0]]),
+              "torch.nn.functional.conv2d(x, self.conv.weight, stride=[1,1], padding=[1,1])");
+    const Value& bias = g.values[g.ops[0].inputs[1]];
+    EXPECT_EQ(value_expression(bias), "self.conv.bias.view(-1, 1, 1)");
+    EXPECT_EQ(bias.results[0].shape, (std::vector<std::int64_t>{6, 1, 1}));
+  }
+}
+
+TEST(SynthRewrite, ASixteenBitConvolutionWithABiasIsLeftAlone) {
+  // Its bias would be a torch kernel of its own after the library's, rounded twice.
+  Graph g = conv_hardswish({2, 4, 8, 8}, 4, "float16");
+  EXPECT_TRUE(rewrite_graph(&g).empty());
 }
 
 }  // namespace

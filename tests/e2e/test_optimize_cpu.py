@@ -121,6 +121,10 @@ ROW_AND_REWRITE_TASKS = [
     ("level1/034_diag_matmul.py", 48, "fused_elementwise"),  # diag(d) @ b: a row scaling
     ("level2/016_affine_silu_discarded_norm.py", 64, "fused_elementwise"),  # a dead norm
     ("level2/013_batch_norm_eval_relu_add.py", 48, "fused_elementwise"),  # eval norm: affine
+    # A library GEMM or convolution first, its bias and what follows fused after it.
+    ("level2/023_linear_bias_gelu.py", 48, "fused_elementwise"),  # linear's bias per feature
+    ("level2/025_attention_scores_log_softmax.py", 48, "fused_rows"),  # q @ k^T by the library
+    ("level2/032_conv2d_bias_hardswish.py", 48, "fused_elementwise"),  # bias per channel
 ]
 
 
