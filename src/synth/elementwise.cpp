@@ -539,7 +539,8 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
        "        rows, cols, layout = row_layout([list(t.shape) for t in inputs], out_shape)\n"
        "        fused_elementwise(*inputs, out, rows, cols, *[n for entry in layout for n in "
        "entry])\n"
-       "        return out\n";
+       "        return out" +
+       graph.output_view + "\n";
   return s;
 }
 

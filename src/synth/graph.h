@@ -61,6 +61,9 @@ struct Graph {
   std::vector<Value> values;  // inputs first, then one per op, in the order they are computed
   std::vector<Op> ops;
   std::vector<int> outputs;  // value indices
+  // A view ModelNew applies to each output it returns (".flatten(1, 2)" where a rewrite split
+  // a dim), empty for none.
+  std::string output_view;
 
   /// Index of the value with this name, or -1.
   int find(const std::string& name) const;

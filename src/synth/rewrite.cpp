@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "synth/expression.h"
 #include "synth/model_source.h"
@@ -461,13 +462,169 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
   return false;
 }
 
+/// group_norm of x (N, C, ...) with G groups is an instance norm of x viewed as (N, G, C / G,
+/// ...), each (sample, group) normalised over its channels and the rest, then the affine map per
+/// channel. The rewrite turns group_norm into that instance norm (no weight or bias) and a
+/// multiply and add by the weight and bias viewed (G, C / G, 1, ...), and carries every other op
+/// into the split shape: the leaves they read viewed to match (a per-channel vector in groups),
+/// the outputs viewed back (Graph::output_view). It takes a graph with one group_norm whose other
+/// ops are elementwise, of its shape, reading each other, leaves and scalars.
+bool rewrite_group_norm(Graph* g, std::vector<AppliedRewrite>* applied) {
+  if (!g->output_view.empty()) return false;
+  int norm = -1;
+  for (std::size_t k = 0; k < g->ops.size(); ++k) {
+    if (g->ops[k].name != "group_norm") continue;
+    if (norm >= 0) return false;
+    norm = static_cast<int>(k);
+  }
+  if (norm < 0) return false;
+  const Op op = g->ops[norm];  // a copy: values and ops change below
+  const json& groups_arg = argument(op, 1, "num_groups");
+  const json& eps = argument(op, 4, "eps");
+  if (op.inputs.empty() || !groups_arg.is_number_integer() || !eps.is_number()) return false;
+  const int x = op.inputs[0];
+  const Value made = g->values[op.value];
+  if (g->values[x].results.size() != 1 || made.results.size() != 1) return false;
+  const std::vector<std::int64_t> shape = made.results[0].shape;
+  const std::size_t rank = shape.size();
+  const std::int64_t groups = groups_arg.get<std::int64_t>();
+  if (rank < 3 || groups < 1 || shape[1] % groups != 0 || g->values[x].results[0].shape != shape) {
+    return false;
+  }
+  // Where a leaf's dims, aligned from the right, meet the channel dim (negative: they do not).
+  const auto channel_at = [rank](const TensorType& t) {
+    return static_cast<std::ptrdiff_t>(t.shape.size()) - static_cast<std::ptrdiff_t>(rank - 1);
+  };
+  for (const Op& other : g->ops) {
+    if (other.name == "group_norm") continue;
+    const Value& v = g->values[other.value];
+    if (other.op_class != OpClass::kElementwise || v.results.size() != 1 ||
+        v.results[0].shape != shape) {
+      return false;
+    }
+    for (int in : other.inputs) {
+      const Value& read = g->values[in];
+      if (read.kind == "op") continue;  // of the norm's shape, as every op here is
+      if (read.results.size() != 1 || read.results[0].shape.size() > rank) return false;
+      const std::ptrdiff_t at = channel_at(read.results[0]);
+      if (at >= 0 && read.results[0].shape[at] != shape[1] && read.results[0].shape[at] != 1) {
+        return false;
+      }
+    }
+  }
+  for (int out : g->outputs) {
+    if (g->values[out].kind != "op") return false;
+  }
+
+  const std::string g_text = std::to_string(groups);
+  std::vector<std::int64_t> split_shape = shape;
+  split_shape[1] = groups;
+  split_shape.insert(split_shape.begin() + 2, shape[1] / groups);
+  const auto resize = [&](int v) {
+    TensorType& t = g->values[v].results[0];
+    t.shape = split_shape;
+    t.stride = contiguous_strides(split_shape);
+  };
+  // A leaf in the split shape: its size at the channel dim becomes (G, C / G), or (1, 1).
+  const auto split_leaf = [&](int leaf) {
+    const TensorType t = g->values[leaf].results[0];
+    const std::ptrdiff_t at = channel_at(t);
+    if (at < 0) return leaf;
+    const bool channels = t.shape[at] == shape[1];
+    TensorType type = t;
+    type.shape[at] = channels ? groups : 1;
+    type.shape.insert(type.shape.begin() + at + 1, channels ? shape[1] / groups : 1);
+    type.stride = contiguous_strides(type.shape);
+    const std::string call = channels
+                                 ? ".unflatten(" + std::to_string(at) + ", (" + g_text + ", -1))"
+                                 : ".unsqueeze(" + std::to_string(at) + ")";
+    return input_view(g, leaf, g->values[leaf].name + "_groups", {type}, call);
+  };
+  const auto argument_of = [&](int v) { return value_argument(g->values[v].name); };
+  for (std::size_t k = 0; k < g->ops.size(); ++k) {
+    if (static_cast<int>(k) == norm) continue;
+    for (std::size_t i = 0; i < g->ops[k].inputs.size(); ++i) {
+      const int in = g->ops[k].inputs[i];
+      if (g->values[in].kind == "op") continue;
+      const int view = split_leaf(in);
+      if (view == in) continue;
+      const std::string from = g->values[in].name;
+      g->ops[k].inputs[i] = view;
+      for (json& a : g->ops[k].args) {
+        if (a.is_object() && a.contains("ref") && a["ref"] == from) a = argument_of(view);
+      }
+    }
+    resize(g->ops[k].value);
+  }
+
+  // group_norm becomes the instance norm of x in groups, then the affine map.
+  const int x_split = g->values[x].kind == "op" ? x : split_leaf(x);
+  std::vector<Op> ops;
+  const auto emit = [&](const std::string& target, json args, const std::string& name) {
+    Op next;
+    next.target = target;
+    next.name = op_base_name(target);
+    next.op_class = classify_op(next.name);
+    next.args = std::move(args);
+    next.kwargs = json::object();
+    for (const json& a : next.args) {
+      if (a.is_object()) next.inputs.push_back(g->find(a["ref"].get<std::string>()));
+    }
+    Value v = made;
+    v.name = name;
+    g->values.push_back(v);
+    next.value = static_cast<int>(g->values.size()) - 1;
+    resize(next.value);
+    ops.push_back(next);
+    return value_argument(name);
+  };
+  json result = emit("aten.instance_norm.default",
+                     json::array({argument_of(x_split), nullptr, nullptr, nullptr, nullptr, true,
+                                  0.0, eps, false}),
+                     made.name + "_normalized");
+  std::string per_group = ".view(" + g_text + ", -1";
+  for (std::size_t d = 2; d < rank; ++d) per_group += ", 1";
+  per_group += ")";
+  std::vector<std::int64_t> vector_shape(rank, 1);
+  vector_shape[0] = groups;
+  vector_shape[1] = shape[1] / groups;
+  for (auto [index, name, target] :
+       {std::tuple{2, "weight", "aten.mul.Tensor"}, std::tuple{3, "bias", "aten.add.Tensor"}}) {
+    const json& a = argument(op, index, name);
+    if (!a.is_object() || !a.contains("ref")) continue;
+    const int vector = g->find(a["ref"].get<std::string>());
+    if (vector < 0 || g->values[vector].results.size() != 1) continue;
+    TensorType type = g->values[vector].results[0];
+    type.shape = vector_shape;
+    type.stride = contiguous_strides(vector_shape);
+    const int view = input_view(g, vector, g->values[vector].name + "_groups", {type}, per_group);
+    result = emit(target, json::array({result, argument_of(view)}),
+                  made.name + "_" + name + std::to_string(ops.size()));
+  }
+  // The last op makes the norm's own value, which the ops after it read.
+  g->values.pop_back();
+  ops.back().value = op.value;
+  resize(op.value);
+  std::vector<Op> merged(g->ops.begin(), g->ops.begin() + norm);
+  merged.insert(merged.end(), ops.begin(), ops.end());
+  merged.insert(merged.end(), g->ops.begin() + norm + 1, g->ops.end());
+  g->ops = std::move(merged);
+  for (std::size_t i = 0; i < g->ops.size(); ++i)
+    g->values[g->ops[i].value].op = static_cast<int>(i);
+  g->output_view = ".flatten(1, 2)";
+  applied->push_back({"group_norm", made.name + ": group_norm in " + g_text +
+                                        " groups is an instance norm of " + g->values[x].name +
+                                        " viewed as (N, " + g_text + ", C / " + g_text + ", ...)"});
+  return true;
+}
+
 }  // namespace
 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
   while (rewrite_diag_matmul(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
-         rewrite_library_ops(graph, &applied) || rewrite_input_views(graph, &applied) ||
-         remove_dead_ops(graph, &applied)) {
+         rewrite_library_ops(graph, &applied) || rewrite_group_norm(graph, &applied) ||
+         rewrite_input_views(graph, &applied) || remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

@@ -11,7 +11,10 @@
 ///   - library_op: a GEMM or convolution of inputs, parameters or buffers (or their transposes)
 ///     with ops after it runs in the library (cuBLAS, cuDNN) through torch, as a value ModelNew
 ///     computes first, and its bias joins the ops after it in the plan's fused kernel, so that
-///     the library's output is read once and nothing else of torch's runs.
+///     the library's output is read once and nothing else of torch's runs;
+///   - group_norm: group_norm in G groups is an instance norm of x viewed (N, G, C / G, ...) and
+///     the affine map by its weight and bias viewed (G, C / G, 1, ...); the other ops follow into
+///     that view and ModelNew views the outputs back (Graph::output_view).
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
 #pragma once
 
@@ -23,7 +26,8 @@
 namespace cuda_agent::synth {
 
 struct AppliedRewrite {
-  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "input_view", "library_op"
+  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "input_view", "library_op",
+                       // "group_norm"
   std::string detail;  // what it changed, for a person
 };
 

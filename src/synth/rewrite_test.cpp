@@ -158,9 +158,10 @@ Graph linear_gelu(int rows, int k, int features, bool bias, const std::string& d
     args.push_back(ref("p_bias"));
   }
   for (json& input : inputs) input["dtype"] = dtype;
-  json nodes = {node("linear", "aten.linear.default", args, {rows, features}, dtype)};
+  json nodes = json::array({node("linear", "aten.linear.default", args, {rows, features}, dtype)});
   if (gelu)
-    nodes.push_back(node("gelu", "aten.gelu.default", {ref("linear")}, {rows, features}, dtype));
+    nodes.push_back(
+        node("gelu", "aten.gelu.default", json::array({ref("linear")}), {rows, features}, dtype));
   return read(graph(inputs, nodes, {gelu ? "gelu" : "linear"}));
 }
 
@@ -272,6 +273,73 @@ TEST(SynthRewrite, ASixteenBitConvolutionWithABiasIsLeftAlone) {
   // Its bias would be a torch kernel of its own after the library's, rounded twice.
   Graph g = conv_hardswish({2, 4, 8, 8}, 4, "float16");
   EXPECT_TRUE(rewrite_graph(&g).empty());
+}
+
+/// group_norm of x (2, channels, ...spatial) in `groups`, then a multiply by a (channels, 1, 1)
+/// scale where scaled, then silu.
+Graph group_norm_silu(const std::vector<int>& x_shape, int groups, bool scaled = false) {
+  const int channels = x_shape[1];
+  json inputs = {tensor_input("x", "input", x_shape),
+                 tensor_input("p_w", "parameter", {channels}, "norm.weight"),
+                 tensor_input("p_b", "parameter", {channels}, "norm.bias"),
+                 tensor_input("p_s", "parameter", {channels, 1, 1}, "scale")};
+  json nodes =
+      json::array({node("gn", "aten.group_norm.default",
+                        {ref("x"), groups, ref("p_w"), ref("p_b"), 1e-5, false}, x_shape)});
+  std::string last = "gn";
+  if (scaled) {
+    nodes.push_back(node("mul", "aten.mul.Tensor", {ref("gn"), ref("p_s")}, x_shape));
+    last = "mul";
+  }
+  // testing::ref: a std::string argument would find std::ref by argument-dependent lookup.
+  nodes.push_back(node("silu", "aten.silu.default", {testing::ref(last)}, x_shape));
+  return read(graph(inputs, nodes, {"silu"}));
+}
+
+TEST(SynthRewrite, GroupNormIsAnInstanceNormOfTheInputViewedInGroups) {
+  for (const auto& [shape, groups] :
+       {std::pair{std::vector<int>{2, 8, 5, 7}, 4}, std::pair{std::vector<int>{3, 6, 9}, 3}}) {
+    Graph g = group_norm_silu(shape, groups);
+    auto applied = rewrite_graph(&g);
+    ASSERT_EQ(applied.size(), 1u);
+    EXPECT_EQ(applied[0].name, "group_norm");
+    EXPECT_EQ(op_names(g), (std::vector<std::string>{"instance_norm", "mul", "add", "silu"}));
+    const std::string G = std::to_string(groups);
+    EXPECT_EQ(value_expression(g.values[g.ops[0].inputs[0]]), "x.unflatten(1, (" + G + ", -1))");
+    const std::string ones = shape.size() == 4 ? ", 1, 1)" : ", 1)";
+    EXPECT_EQ(value_expression(g.values[g.ops[1].inputs[1]]),
+              "self.norm.weight.view(" + G + ", -1" + ones);
+    EXPECT_EQ(value_expression(g.values[g.ops[2].inputs[1]]),
+              "self.norm.bias.view(" + G + ", -1" + ones);
+    // Every op computes in the split shape; ModelNew returns it viewed back.
+    std::vector<std::int64_t> split(shape.begin(), shape.end());
+    split[1] = groups;
+    split.insert(split.begin() + 2, shape[1] / groups);
+    for (const Op& op : g.ops) EXPECT_EQ(g.values[op.value].results[0].shape, split) << op.name;
+    EXPECT_EQ(g.output_view, ".flatten(1, 2)");
+    EXPECT_EQ(g.values[g.ops[3].inputs[0]].name, "gn");  // silu still reads the norm's value
+    EXPECT_EQ(forward_parameters(g), ", x");
+  }
+}
+
+TEST(SynthRewrite, APerChannelTensorAfterAGroupNormIsReadInGroupsToo) {
+  Graph g = group_norm_silu({2, 8, 5, 7}, 4, /*scaled=*/true);
+  rewrite_graph(&g);
+  EXPECT_EQ(op_names(g), (std::vector<std::string>{"instance_norm", "mul", "add", "mul", "silu"}));
+  const Value& scale = g.values[g.ops[3].inputs[1]];
+  EXPECT_EQ(value_expression(scale), "self.scale.unflatten(0, (4, -1))");
+  EXPECT_EQ(scale.results[0].shape, (std::vector<std::int64_t>{4, 2, 1, 1}));
+}
+
+TEST(SynthRewrite, AGroupNormFollowedByAReductionIsLeftAlone) {
+  Graph g =
+      read(graph({tensor_input("x", "input", {2, 8, 5}), tensor_input("p_w", "parameter", {8}, "w"),
+                  tensor_input("p_b", "parameter", {8}, "b")},
+                 {node("gn", "aten.group_norm.default",
+                       {ref("x"), 2, ref("p_w"), ref("p_b"), 1e-5, false}, {2, 8, 5}),
+                  node("mean", "aten.mean.dim", {ref("gn"), {2}}, {2, 8})},
+                 {"mean"}));
+  EXPECT_TRUE(rewrite_graph(&g).empty());  // its output's shape has no groups to flatten back
 }
 
 }  // namespace

@@ -172,12 +172,18 @@ class Planner {
       return refuse("input " + v.name + " is not one float32, bfloat16 or float16 tensor");
     }
     bool per_element = false;
+    std::vector<bool> covered(p_.rank, false);  // the dims of F along which it varies
     for (std::size_t j = 0; j < dims.size(); ++j) {
       if (t->shape[j] == 1) continue;
       if (t->shape[j] != f_[dims[j]]) {
         return refuse("input " + v.name + " does not broadcast to the rows' shape");
       }
       per_element = per_element || in_d(dims[j]);
+      covered[dims[j]] = true;
+    }
+    bool segmented = false;
+    for (int d = p_.first_reduced; per_element && d <= p_.last_reduced; ++d) {
+      segmented = segmented || (!covered[d] && f_[d] > 1);
     }
     for (std::size_t k = 0; k < p_.inputs.size(); ++k) {
       if (p_.inputs[k].value != value) continue;
@@ -191,7 +197,7 @@ class Planner {
     in.variable = "in" + std::to_string(p_.inputs.size());
     in.per_element = per_element;
     in.dims = dims;
-    p_.inputs.push_back({value, dims, per_element, t->dtype});
+    p_.inputs.push_back({value, dims, per_element, segmented, t->dtype});
     known_[value] = in;
     *info = in;
     return true;
@@ -694,8 +700,11 @@ std::string loads(const RowPlan& plan, const char* indent) {
   std::string s;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
-    s += indent + std::string("const float in") + n(k) + " = sa_load(b" + n(k) + "[k * SA_STEP(in" +
-         n(k) + "_step)]);\n";
+    const std::string in = "in" + n(k);
+    const std::string at =
+        plan.inputs[k].segmented ? "sa_index(k, " + in + "_div_r, " + in + "_mod_r)" : "k";
+    s += indent + std::string("const float ") + in + " = sa_load(b" + n(k) + "[" + at +
+         " * SA_STEP(" + in + "_step)]);\n";
   }
   return s;
 }
@@ -1260,6 +1269,15 @@ bool fits_registers(const CachedShape& shape, int cached) {
   return cached * 4 * shape.runs + 32 <= budget;
 }
 
+/// Whether an input of the plan is read element by element at an index of its own (segmented):
+/// only the strided walk takes such a plan on CUDA.
+bool has_segmented(const RowPlan& plan) {
+  for (const RowInput& in : plan.inputs) {
+    if (in.segmented) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
@@ -1279,6 +1297,13 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   args += "O, R, I";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     for (const char* field : {"div_o", "mod_o", "stride_o", "div_i", "mod_i", "stride_i", "step"}) {
+      params += ", int64_t in" + n(k) + "_" + field;
+      args += ", in" + n(k) + "_" + field;
+    }
+  }
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    if (!plan.inputs[k].segmented) continue;
+    for (const char* field : {"div_r", "mod_r"}) {
       params += ", int64_t in" + n(k) + "_" + field;
       args += ", in" + n(k) + "_" + field;
     }
@@ -1434,8 +1459,10 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "  return (int)cudaGetLastError();\n}\n\n";
 
   // The cached and streamed walks need every tensor read or written along the rows to be
-  // 4-aligned; the cached walk, rows that registers hold.
-  std::string aligned = "I == 1 && R % 4 == 0";
+  // 4-aligned; the cached walk, rows that registers hold. None but the strided walk reads a
+  // segmented input.
+  const bool strided_only = has_segmented(plan);
+  std::string aligned = strided_only ? "false" : "I == 1 && R % 4 == 0";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
     aligned += " && in" + n(k) + "_step == 1 && in" + n(k) +
@@ -1447,7 +1474,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   // The quad walk needs each input read along the rows to run along four neighbouring rows
   // (16-byte aligned) or to be the same for all four, and each output written along them to be
   // aligned.
-  std::string quads = "I % 4 == 0 && I >= " + n(kQuadMinInner);
+  std::string quads = strided_only ? "false" : "I % 4 == 0 && I >= " + n(kQuadMinInner);
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
     const std::string in = "in" + n(k);
@@ -1464,7 +1491,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
     const CachedShape& shape = kCachedShapes[c];
     longest = std::max(longest, cached_reach(shape));
-    if (!fits_registers(shape, held)) continue;
+    if (strided_only || !fits_registers(shape, held)) continue;
     const std::string call = "launch_cached<" + n(shape.rows) + ", " + n(shape.threads) + ", " +
                              n(shape.runs) + ">(" + args + ", s)";
     const std::string reach = n(cached_reach(shape));
@@ -1473,17 +1500,18 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     by_length += "    if (R <= " + reach + ") return " + call + ";\n";
   }
   std::string streamed_by_length;
-  for (std::size_t c = 0; c < std::size(kStreamedThreads); ++c) {
+  for (std::size_t c = 0; c < std::size(kStreamedThreads) && !strided_only; ++c) {
     const std::string call = "launch_streamed<" + n(kStreamedThreads[c]) + ">(" + args + ", s)";
     chosen +=
         "    case " + n(kStreamedConfig + c) + ": if (streamed) return " + call + "; break;\n";
   }
   for (const StreamedDefault& d : kStreamedDefaults) {
+    if (strided_only) break;
     streamed_by_length += "    " + (d.min_length ? "if (R >= " + n(d.min_length) + ") " : "") +
                           "return launch_streamed<" + n(kStreamedThreads[d.threads]) + ">(" + args +
                           ", s);\n";
   }
-  for (std::size_t c = 0; c < std::size(kQuadShapes); ++c) {
+  for (std::size_t c = 0; c < std::size(kQuadShapes) && !strided_only; ++c) {
     chosen += "    case " + n(kQuadConfig + c) + ": if (quads) return launch_quads<" +
               n(kQuadShapes[c].rows) + ", " + n(kQuadShapes[c].threads) + ">(" + args +
               ", s); break;\n";
@@ -1524,6 +1552,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   };
   source += "  if (quads) {\n";
   for (const QuadDefault& d : kQuadDefaults) {
+    if (strided_only) break;
     source += launch_if("    ",
                         {d.min_length > 0 ? "R >= " + n(d.min_length) : "",
                          d.below_inner > 0 ? "I < " + n(d.below_inner) : ""},
@@ -1545,8 +1574,11 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
 namespace cuda_agent::synth {
 
 std::string row_model_source(const Graph& graph, const RowPlan& plan) {
-  std::string tensors, dims, per_element, outputs;
+  std::string tensors, dims, per_element, segmented, outputs;
+  std::size_t segments = 0;
   for (const RowInput& in : plan.inputs) {
+    segmented += std::string(in.segmented ? "True" : "False") + ", ";
+    segments += in.segmented ? 1 : 0;
     tensors += value_expression(graph.values[in.value]) + ", ";
     std::string d;
     for (int f : in.dims) d += std::to_string(f) + ", ";
@@ -1562,7 +1594,8 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   }
   std::string bind = "lib.bind(\"fused_rows\", ";
   for (std::size_t k = 0; k < plan.inputs.size() + plan.outputs.size(); ++k) bind += "\"tensor\", ";
-  bind += "*[\"i64\"] * " + std::to_string(3 + 7 * plan.inputs.size()) + ", \"stream\")";
+  bind +=
+      "*[\"i64\"] * " + std::to_string(3 + 7 * plan.inputs.size() + 2 * segments) + ", \"stream\")";
   std::string s =
       "\"\"\"Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
       " in one fused row kernel (kernels/).\"\"\"\n\n"
@@ -1582,14 +1615,18 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "PER_ELEMENT = (" +
       per_element +
       ")  # read along the row, or once per row\n"
+      "SEGMENTED = (" +
+      segmented +
+      ")  # read along the row at an index of its own: ((k // div_r) % mod_r) * step\n"
       "OUTPUTS = (" +
       outputs +
       ")\n\n\n"
       "def row_layout(shapes):\n"
       "    \"\"\"(output shapes, O, R, I, per input (div_o, mod_o, stride_o, div_i, mod_i, "
       "stride_i,\n"
-      "    step)) for inputs of these shapes: each group of dims (outer, reduced, inner) reads an\n"
-      "    input at ((index // div) % mod) * stride.\"\"\"\n"
+      "    step), then (div_r, mod_r) per segmented input) for inputs of these shapes: each group\n"
+      "    of dims (outer, reduced, inner) reads an input at ((index // div) % mod) * "
+      "stride.\"\"\"\n"
       "    virtual = []\n"
       "    for shape, dims in zip(shapes, INPUT_DIMS):\n"
       "        v = [1] * RANK\n"
@@ -1602,7 +1639,9 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "    groups = ((0, FIRST), (FIRST, LAST + 1), (LAST + 1, RANK))\n"
       "    O, R, I = (math.prod(full[lo:hi]) for lo, hi in groups)\n"
       "    params = []\n"
-      "    for v, per_element, shape in zip(virtual, PER_ELEMENT, shapes):\n"
+      "    segments = []  # (div_r, mod_r) of each input read at an index of its own\n"
+      "    for v, per_element, segmented, shape in zip(virtual, PER_ELEMENT, SEGMENTED, "
+      "shapes):\n"
       "        strides = [math.prod(v[d + 1:]) for d in range(RANK)]\n"
       "        entry = []\n"
       "        for lo, hi in groups:\n"
@@ -1617,17 +1656,21 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "            entry.append((math.prod(full[last + 1:hi]), math.prod(v[first:last + 1]),\n"
       "                          strides[last]))\n"
       "        (div_o, mod_o, stride_o), (div_r, mod_r, step), (div_i, mod_i, stride_i) = entry\n"
-      "        if step and (div_r != 1 or mod_r != R):\n"
+      "        if step and not segmented and (div_r != 1 or mod_r != R):\n"
       "            raise ValueError(f\"an input of shape {shape} covers part of a row\")\n"
       "        if step and not per_element:\n"
       "            raise ValueError(f\"an input of shape {shape} varies along the rows\")\n"
       "        params += [div_o, mod_o, stride_o, div_i, mod_i, stride_i, step]\n"
+      "        segments += [div_r, mod_r] if segmented else []\n"
       "    kept = [1 if FIRST <= d <= LAST else full[d] for d in range(RANK)]\n"
       "    dropped = [full[d] for d in range(RANK) if not FIRST <= d <= LAST]\n"
       "    out_shapes = tuple({\"element\": full, \"row_keepdim\": kept, \"row\": dropped}[kind]\n"
       "                       for kind, _ in OUTPUTS)\n"
-      "    return out_shapes, O, R, I, tuple(params)\n\n\n";
-  std::string outs_return = plan.outputs.size() == 1 ? "outs[0]" : "tuple(outs)";
+      "    return out_shapes, O, R, I, tuple(params + segments)\n\n\n";
+  const std::string& view = graph.output_view;
+  std::string outs_return = plan.outputs.size() == 1 ? "outs[0]" + view
+                            : view.empty()           ? "tuple(outs)"
+                                                     : "tuple(o" + view + " for o in outs)";
   s += "class ModelNew(nn.Module):\n"
        "    def __init__(self, *init_inputs):\n"
        "        super().__init__()\n" +
@@ -1672,7 +1715,8 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
   const auto [O, R, I] = extents(plan);
   const int held = held_inputs(plan);
   std::vector<KernelConfig> configs;
-  if (I == 1 && R % 4 == 0) {  // the cached walk: the shapes that reach R, fewest threads first
+  if (I == 1 && R % 4 == 0 &&
+      !has_segmented(plan)) {  // the cached walk: the shapes that reach R, fewest threads first
     for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
       const CachedShape& shape = kCachedShapes[c];
       const long long reach = cached_reach(shape);
@@ -1691,7 +1735,7 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
     }
     return configs;
   }
-  if (quad_rows(I)) {
+  if (quad_rows(I) && !has_segmented(plan)) {
     const QuadDefault& d = quad_default(R, I);
     for (int c : {d.shape, d.next[0], d.next[1]})
       configs.push_back({kQuadConfig + c, quad_label(kQuadShapes[c])});

@@ -36,9 +36,13 @@
 namespace cuda_agent::synth {
 
 struct RowInput {
-  int value = -1;                 // the graph value (an input, parameter or buffer)
-  std::vector<int> dims;          // the dim of F each of its dims lands on
-  bool per_element = false;       // it varies along the reduced dims
+  int value = -1;            // the graph value (an input, parameter or buffer)
+  std::vector<int> dims;     // the dim of F each of its dims lands on
+  bool per_element = false;  // it varies along the reduced dims
+  // Per element but broadcast along some of them (a group norm's per-channel weight in a row
+  // of channels and pixels): element k is read at ((k / div_r) % mod_r) * step, and only the
+  // element-by-element walks (CPU, strided) take the plan.
+  bool segmented = false;
   std::string dtype = "float32";  // float32, bfloat16 or float16; read as float32
 };
 
@@ -84,7 +88,7 @@ Status plan_rows(const Graph& graph, RowPlan* plan);
 
 /// kernels/fused_rows.cpp ("cpu") or .cu ("cuda"): extern "C" int fused_rows(inputs...,
 /// outputs..., int64_t O, int64_t R, int64_t I, (div_o, mod_o, stride_o, div_i, mod_i, stride_i,
-/// step) per input, void* stream).
+/// step) per input, (div_r, mod_r) per segmented input, void* stream).
 std::string row_kernel_source(const RowPlan& plan, const std::string& device);
 
 /// model_new.py for the plan.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "synth/graph_test_util.h"
 
@@ -336,6 +337,54 @@ TEST(SynthRowPlan, InstanceNormReadsItsWeightsOncePerRow) {
   s = plan_rows(g, &plan);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("with running statistics"), std::string::npos) << s.message();
+}
+
+TEST(SynthRowPlan, AnInputBroadcastAlongPartOfTheRowIsReadAtAnIndexOfItsOwn) {
+  // A group norm's affine map in (N, G, C / G, H, W): the weight (G, C / G, 1, 1) varies along
+  // the row's first reduced dim only, so element k of a row reads it at (k / (H * W)) % (C / G).
+  json inputs = {tensor_input("x", "input", {2, 4, 3, 5, 6}),
+                 tensor_input("w", "input", {4, 3, 1, 1}),
+                 tensor_input("b", "input", {4, 3, 5, 6})};
+  json args = {ref("x"), nullptr, nullptr, nullptr, nullptr, true, 0.0, 1e-5, false};
+  Graph g = read(graph(inputs,
+                       {node("norm", "aten.instance_norm.default", args, {2, 4, 3, 5, 6}),
+                        node("mul", "aten.mul.Tensor", {ref("norm"), ref("w")}, {2, 4, 3, 5, 6}),
+                        node("add", "aten.add.Tensor", {ref("mul"), ref("b")}, {2, 4, 3, 5, 6})},
+                       {"add"}));
+  RowPlan plan;
+  Status s = plan_rows(g, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::map<std::string, RowInput> by_name;
+  for (const RowInput& in : plan.inputs) by_name[g.values[in.value].name] = in;
+  EXPECT_TRUE(by_name["w"].per_element && by_name["w"].segmented);
+  EXPECT_TRUE(by_name["b"].per_element && !by_name["b"].segmented);  // covers the whole row
+  EXPECT_FALSE(by_name["x"].segmented);
+
+  const std::string w = "in" + std::to_string(std::find_if(plan.inputs.begin(), plan.inputs.end(),
+                                                           [&](const RowInput& in) {
+                                                             return in.value == by_name["w"].value;
+                                                           }) -
+                                              plan.inputs.begin());
+  for (const char* device : {"cpu", "cuda"}) {
+    const std::string source = row_kernel_source(plan, device);
+    EXPECT_NE(source.find("sa_index(k, " + w + "_div_r, " + w + "_mod_r)"), std::string::npos)
+        << device;
+    EXPECT_NE(source.find("int64_t " + w + "_mod_r"), std::string::npos) << device;
+  }
+  // On CUDA only the strided walk reads element by element: no other walk is launched, and the
+  // tuner tries strided shapes alone.
+  const std::string cuda = row_kernel_source(plan, "cuda");
+  EXPECT_EQ(cuda.find("return launch_cached<"), std::string::npos);
+  EXPECT_EQ(cuda.find("return launch_streamed<"), std::string::npos);
+  EXPECT_EQ(cuda.find("return launch_quads<"), std::string::npos);
+  for (const KernelConfig& c : row_configs(plan, "cuda")) {
+    EXPECT_EQ(c.label.find("threads x"), std::string::npos) << c.label;  // not a cached shape
+    EXPECT_EQ(c.label.find("a row a block"), std::string::npos) << c.label;
+  }
+  // model_new.py passes (div_r, mod_r) after the other inputs' layouts.
+  const std::string model = row_model_source(g, plan);
+  EXPECT_NE(model.find("SEGMENTED = ("), std::string::npos);
+  EXPECT_NE(model.find("* " + std::to_string(3 + 7 * plan.inputs.size() + 2)), std::string::npos);
 }
 
 TEST(SynthRowPlan, ReductionsOverDifferentDimsAreRefusedWithTheReason) {

@@ -125,6 +125,9 @@ ROW_AND_REWRITE_TASKS = [
     ("level2/023_linear_bias_gelu.py", 48, "fused_elementwise"),  # linear's bias per feature
     ("level2/025_attention_scores_log_softmax.py", 48, "fused_rows"),  # q @ k^T by the library
     ("level2/032_conv2d_bias_hardswish.py", 48, "fused_elementwise"),  # bias per channel
+    # group_norm as an instance norm of the convolution's output viewed in groups, its weight
+    # read along part of each row, the output viewed back.
+    ("level2/034_conv2d_groupnorm_scale.py", 48, "fused_rows"),
 ]
 
 
