@@ -218,6 +218,33 @@ TEST(SynthElementwise, CostlyBodiesTakeFourVectorsAThreadAndTheTunerTriesBoth) {
   EXPECT_EQ(costly.configs[2].id, 5);      // 512 threads, four vectors
 }
 
+/// loss(prediction, target, reduction, extra) over (8, 16): smooth_l1_loss's beta or kl_div's
+/// log_target as extra.
+json loss(const std::string& target, int reduction, json extra) {
+  return graph({tensor_input("pred", "input", {8, 16}), tensor_input("target", "input", {8, 16})},
+               {node("loss", target, {ref("pred"), ref("target"), reduction, extra}, {8, 16})},
+               {"loss"});
+}
+
+TEST(SynthElementwise, LossesWithoutAReductionAreElementwiseAndReducedOnesAreNamed) {
+  ElementwisePlan plan;
+  ASSERT_TRUE(plan_elementwise(read(loss("aten.smooth_l1_loss.default", 0, 0.5)), &plan).ok());
+  // |d| < beta ? d^2 / (2 beta) : |d| - beta / 2, with d = pred - target.
+  EXPECT_EQ(plan.lines[0],
+            "const float v0 = (fabsf(in0 - in1) < 0.5f ? 0.5f * (in0 - in1) * (in0 - in1) / 0.5f "
+            ": fabsf(in0 - in1) - 0.25f);");
+  ASSERT_TRUE(plan_elementwise(read(loss("aten.kl_div.default", 0, false)), &plan).ok());
+  // xlogy(target, target) - target * pred: 0 where the target is 0.
+  EXPECT_EQ(plan.lines[0],
+            "const float v0 = ((in1 == 0.0f ? 0.0f : in1 * logf(in1)) - in1 * in0);");
+  ASSERT_TRUE(plan_elementwise(read(loss("aten.kl_div.default", 0, true)), &plan).ok());
+  EXPECT_EQ(plan.lines[0], "const float v0 = expf(in1) * (in1 - in0);");
+  // torch's default reduction (1, the mean) is a reduction, not this plan's.
+  Status s = plan_elementwise(read(loss("aten.smooth_l1_loss.default", 1, 1.0)), &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("with a reduction"), std::string::npos) << s.message();
+}
+
 TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
   json doc = affine_chain(64, 32);
   doc["nodes"].push_back(

@@ -180,6 +180,28 @@ const std::map<std::string, Rule>& rules() {
        [](const Writer& w) {
          return "(" + w.operand(0, "self") + " * " + w.operand(1, "other") + ")";
        }},
+      // Losses with reduction "none" (0) are elementwise; a reduced loss is left to the plans
+      // (torch's default, 1, is the mean).
+      {"smooth_l1_loss",
+       [](const Writer& w) {
+         if (w.scalar(2, "reduction", 1) != 0) *w.problem = w.op.target + " with a reduction";
+         const std::string d = "(" + w.operand(0, "self") + " - " + w.operand(1, "target") + ")";
+         const double beta = w.scalar(3, "beta", 1);
+         if (beta == 0) return "fabsf" + d;
+         return "(fabsf" + d + " < " + literal(beta) + " ? 0.5f * " + d + " * " + d + " / " +
+                literal(beta) + " : fabsf" + d + " - " + literal(0.5 * beta) + ")";
+       }},
+      {"kl_div",
+       [](const Writer& w) {
+         if (w.scalar(2, "reduction", 1) != 0) *w.problem = w.op.target + " with a reduction";
+         const std::string in = w.operand(0, "self"), t = w.operand(1, "target");
+         const json& log_target = argument(w.op, 3, "log_target");
+         if (log_target.is_boolean() && log_target.get<bool>())
+           return "expf(" + t + ") * (" + t + " - " + in + ")";
+         // xlogy(t, t) - t * in: 0 where t is 0, as torch's xlogy.
+         return "((" + t + " == 0.0f ? 0.0f : " + t + " * logf(" + t + ")) - " + t + " * " + in +
+                ")";
+       }},
       {"div",
        [](const Writer& w) {
          if (!argument(w.op, 2, "rounding_mode").is_null()) {

@@ -15,13 +15,16 @@ const std::unordered_map<std::string, OpClass>& op_classes() {
       for (const char* n : names) (*m)[n] = c;
     };
     add(OpClass::kElementwise,
-        {"relu",      "relu6",       "leaky_relu",  "gelu",   "silu",     "sigmoid", "tanh",
-         "hardswish", "hardsigmoid", "elu",         "selu",   "softplus", "mish",    "abs",
-         "neg",       "exp",         "log",         "log1p",  "sqrt",     "rsqrt",   "reciprocal",
-         "sin",       "cos",         "erf",         "square", "pow",      "clamp",   "clamp_min",
-         "clamp_max", "add",         "sub",         "rsub",   "mul",      "div",     "maximum",
-         "minimum",   "where",       "masked_fill", "to",     "_to_copy", "type_as", "lerp",
-         "hardtanh",  "sign"});
+        {"relu",       "relu6",    "leaky_relu",  "gelu",        "silu",
+         "sigmoid",    "tanh",     "hardswish",   "hardsigmoid", "elu",
+         "selu",       "softplus", "mish",        "abs",         "neg",
+         "exp",        "log",      "log1p",       "sqrt",        "rsqrt",
+         "reciprocal", "sin",      "cos",         "erf",         "square",
+         "pow",        "clamp",    "clamp_min",   "clamp_max",   "add",
+         "sub",        "rsub",     "mul",         "div",         "maximum",
+         "minimum",    "where",    "masked_fill", "to",          "_to_copy",
+         "type_as",    "lerp",     "hardtanh",    "sign",        "smooth_l1_loss",
+         "kl_div"});
     add(OpClass::kReduction, {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin",
                               "logsumexp", "norm", "linalg_vector_norm", "var", "std", "prod"});
     add(OpClass::kSoftmax, {"softmax", "log_softmax", "_softmax", "_log_softmax"});

@@ -618,13 +618,58 @@ bool rewrite_group_norm(Graph* g, std::vector<AppliedRewrite>* applied) {
   return true;
 }
 
+/// getitem k of broadcast_tensors is operand k itself where the broadcast leaves its shape as
+/// it is (tensors of one shape, as a loss's prediction and target): its readers read the operand,
+/// and the broadcast, read no more, is dropped as dead.
+bool rewrite_identity_broadcast(Graph* g, std::vector<AppliedRewrite>* applied) {
+  for (const Op& op : g->ops) {
+    if (op.name != "getitem" || op.inputs.size() != 1) continue;
+    const Value& source = g->values[op.inputs[0]];
+    if (source.kind != "op" || g->ops[source.op].name != "broadcast_tensors") continue;
+    const json& index = argument(op, 1, "index");
+    const Op& broadcast = g->ops[source.op];
+    if (!index.is_number_integer() || index.get<int>() < 0 ||
+        index.get<std::size_t>() >= broadcast.inputs.size()) {
+      continue;
+    }
+    const int operand = broadcast.inputs[index.get<std::size_t>()];
+    const Value& made = g->values[op.value];
+    if (g->values[operand].results.size() != 1 || made.results.size() != 1 ||
+        g->values[operand].results[0].shape != made.results[0].shape) {
+      continue;
+    }
+    const std::string from = made.name, to = g->values[operand].name;
+    bool read = false;
+    for (Op& reader : g->ops) {
+      for (int& v : reader.inputs) {
+        read = read || v == op.value;
+        v = v == op.value ? operand : v;
+      }
+      for (auto& a : reader.args) {
+        if (a.is_object() && a.contains("ref") && a["ref"] == from) a["ref"] = to;
+      }
+    }
+    bool output = false;
+    for (int& v : g->outputs) {
+      output = output || v == op.value;
+      v = v == op.value ? operand : v;
+    }
+    if (!read && !output) continue;
+    applied->push_back({"identity_broadcast", from + ": broadcast_tensors leaves " + to +
+                                                  " as it is; " + to + " is read in its place"});
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
   while (rewrite_diag_matmul(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
          rewrite_library_ops(graph, &applied) || rewrite_group_norm(graph, &applied) ||
-         rewrite_input_views(graph, &applied) || remove_dead_ops(graph, &applied)) {
+         rewrite_input_views(graph, &applied) || rewrite_identity_broadcast(graph, &applied) ||
+         remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

@@ -14,7 +14,9 @@
 ///     the library's output is read once and nothing else of torch's runs;
 ///   - group_norm: group_norm in G groups is an instance norm of x viewed (N, G, C / G, ...) and
 ///     the affine map by its weight and bias viewed (G, C / G, 1, ...); the other ops follow into
-///     that view and ModelNew views the outputs back (Graph::output_view).
+///     that view and ModelNew views the outputs back (Graph::output_view);
+///   - identity_broadcast: getitem k of broadcast_tensors is operand k where the broadcast
+///     leaves its shape as it is.
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
 #pragma once
 
@@ -27,7 +29,7 @@ namespace cuda_agent::synth {
 
 struct AppliedRewrite {
   std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "input_view", "library_op",
-                       // "group_norm"
+                       // "group_norm", "identity_broadcast"
   std::string detail;  // what it changed, for a person
 };
 

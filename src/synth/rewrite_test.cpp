@@ -342,5 +342,41 @@ TEST(SynthRewrite, AGroupNormFollowedByAReductionIsLeftAlone) {
   EXPECT_TRUE(rewrite_graph(&g).empty());  // its output's shape has no groups to flatten back
 }
 
+/// smooth_l1_loss of broadcast_tensors([pred, target]) as torch.export records F.smooth_l1_loss,
+/// target of shape target_shape, then a mean over the last dim.
+Graph broadcast_loss(const std::vector<int>& target_shape) {
+  json pair = json::array({testing::ref("pred"), testing::ref("target")});
+  return read(
+      graph({tensor_input("pred", "input", {8, 16}), tensor_input("target", "input", target_shape)},
+            {node("bt", "aten.broadcast_tensors.default", json::array({pair}), {{8, 16}, {8, 16}},
+                  {"float32", "float32"}),
+             node("g0", "operator.getitem", {ref("bt"), 0}, {8, 16}),
+             node("g1", "operator.getitem", {ref("bt"), 1}, {8, 16}),
+             node("loss", "aten.smooth_l1_loss.default", {ref("g0"), ref("g1"), 0}, {8, 16}),
+             node("mean", "aten.mean.dim", {ref("loss"), {1}}, {8})},
+            {"mean"}));
+}
+
+TEST(SynthRewrite, ABroadcastThatLeavesATensorAsItIsIsReadThrough) {
+  Graph g = broadcast_loss({8, 16});
+  auto applied = rewrite_graph(&g);
+  ASSERT_FALSE(applied.empty());
+  EXPECT_EQ(applied[0].name, "identity_broadcast");
+  EXPECT_EQ(op_names(g), (std::vector<std::string>{"smooth_l1_loss", "mean"}));
+  EXPECT_EQ(g.values[g.ops[0].inputs[0]].name, "pred");
+  EXPECT_EQ(g.values[g.ops[0].inputs[1]].name, "target");
+  EXPECT_EQ(g.ops[0].args[1]["ref"], "target");
+}
+
+TEST(SynthRewrite, ABroadcastThatExpandsATensorIsLeftAlone) {
+  Graph g = broadcast_loss({1, 16});
+  int read_through = 0;
+  for (const auto& a : rewrite_graph(&g)) read_through += a.name == "identity_broadcast";
+  EXPECT_EQ(read_through, 1);  // pred's getitem only: target's is expanded
+  const Op& loss = g.ops[g.ops.size() - 2];
+  EXPECT_EQ(g.values[loss.inputs[0]].name, "pred");
+  EXPECT_EQ(g.values[loss.inputs[1]].name, "g1");
+}
+
 }  // namespace
 }  // namespace cuda_agent::synth

@@ -128,6 +128,8 @@ ROW_AND_REWRITE_TASKS = [
     # group_norm as an instance norm of the convolution's output viewed in groups, its weight
     # read along part of each row, the output viewed back.
     ("level2/034_conv2d_groupnorm_scale.py", 48, "fused_rows"),
+    # A loss without a reduction, of a broadcast that leaves its operands as they are.
+    ("level1/045_smooth_l1_per_sample.py", 64, "fused_rows"),
 ]
 
 
