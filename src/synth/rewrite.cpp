@@ -34,6 +34,50 @@ int input_view(Graph* g, int source, const std::string& name, std::vector<Tensor
   return static_cast<int>(g->values.size()) - 1;
 }
 
+/// An op of target over args (a value as {"ref": name}), its class and the values it reads
+/// found in g; its value is the caller's to set.
+Op make_op(const Graph& g, const std::string& target, json args) {
+  Op op;
+  op.target = target;
+  op.name = op_base_name(target);
+  op.op_class = classify_op(op.name);
+  op.args = std::move(args);
+  op.kwargs = json::object();
+  for (const json& a : op.args) {
+    if (a.is_object() && a.contains("ref"))
+      op.inputs.push_back(g.find(a["ref"].get<std::string>()));
+  }
+  return op;
+}
+
+/// Op k of g replaced by `with` (none: removed), each value knowing its op's new index.
+void replace_op(Graph* g, std::size_t k, const std::vector<Op>& with) {
+  const auto at = g->ops.begin() + static_cast<std::ptrdiff_t>(k);
+  g->ops.insert(g->ops.erase(at), with.begin(), with.end());
+  for (std::size_t i = 0; i < g->ops.size(); ++i)
+    g->values[g->ops[i].value].op = static_cast<int>(i);
+}
+
+/// Every op and output of g that read value `from` reads `to` instead; whether any did.
+bool redirect_reads(Graph* g, int from, int to) {
+  const std::string from_name = g->values[from].name, to_name = g->values[to].name;
+  bool read = false;
+  for (Op& reader : g->ops) {
+    for (int& v : reader.inputs) {
+      read = read || v == from;
+      v = v == from ? to : v;
+    }
+    for (auto& a : reader.args) {
+      if (a.is_object() && a.contains("ref") && a["ref"] == from_name) a["ref"] = to_name;
+    }
+  }
+  for (int& v : g->outputs) {
+    read = read || v == from;
+    v = v == from ? to : v;
+  }
+  return read;
+}
+
 /// Drops every op whose value no output needs, renumbering values and ops.
 bool remove_dead_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
   std::vector<bool> live(g->values.size(), false);
@@ -95,12 +139,11 @@ bool rewrite_diag_matmul(Graph* g, std::vector<AppliedRewrite>* applied) {
       if (g->values[a].results.size() != 1 || g->values[a].results[0].shape != out[0].shape) {
         continue;
       }
-      op.target = "aten.mul.Tensor";
-      op.name = "mul";
-      op.op_class = OpClass::kElementwise;
-      op.inputs = {a, d};
-      op.args = json::array({value_argument(g->values[a].name), value_argument(g->values[d].name)});
-      op.kwargs = json::object();
+      const int value = op.value;
+      op = make_op(
+          *g, "aten.mul.Tensor",
+          json::array({value_argument(g->values[a].name), value_argument(g->values[d].name)}));
+      op.value = value;
       applied->push_back({"diag_matmul", g->values[op.value].name + ": " + g->values[a].name +
                                              " @ diag(" + g->values[d].name +
                                              ") is a column scaling"});
@@ -117,12 +160,10 @@ bool rewrite_diag_matmul(Graph* g, std::vector<AppliedRewrite>* applied) {
       type.shape = {type.shape[0], 1};
       type.stride = {1, 1};
       const int c = input_view(g, d, g->values[d].name + "_column", {type}, ".unsqueeze(-1)");
-      op.target = "aten.mul.Tensor";
-      op.name = "mul";
-      op.op_class = OpClass::kElementwise;
-      op.inputs = {b, c};
-      op.args = json::array({value_argument(x.name), value_argument(g->values[c].name)});
-      op.kwargs = json::object();
+      const int value = op.value;
+      op = make_op(*g, "aten.mul.Tensor",
+                   json::array({value_argument(x.name), value_argument(g->values[c].name)}));
+      op.value = value;
       applied->push_back({"diag_matmul", g->values[op.value].name + ": diag(" + g->values[d].name +
                                              ") @ " + x.name + " is a row scaling"});
       return true;
@@ -144,15 +185,9 @@ bool rewrite_input_views(Graph* g, std::vector<AppliedRewrite>* applied) {
     if (g->find(from + "_view") >= 0) continue;
     const int alias = input_view(g, source, from + "_view", g->values[made].results,
                                  ".unsqueeze(" + std::to_string(dim.get<int>()) + ")");
-    const Value& view = g->values[alias];
-    for (Op& reader : g->ops) {
-      for (int& v : reader.inputs) v = v == made ? alias : v;
-      for (auto& a : reader.args) {
-        if (a.is_object() && a.contains("ref") && a["ref"] == from) a["ref"] = view.name;
-      }
-    }
-    for (int& v : g->outputs) v = v == made ? alias : v;
-    applied->push_back({"input_view", from + ": " + view.view + " is a view ModelNew makes"});
+    redirect_reads(g, made, alias);
+    applied->push_back(
+        {"input_view", from + ": " + g->values[alias].view + " is a view ModelNew makes"});
     return true;
   }
   return false;
@@ -213,15 +248,7 @@ bool rewrite_batch_norm_eval(Graph* g, std::vector<AppliedRewrite>* applied) {
     // batch_norm's own value (its name and dtype), so whatever read it reads the affine map.
     std::vector<Op> ops;
     auto emit = [&](const std::string& target, json args, const std::vector<std::int64_t>& dims) {
-      Op next;
-      next.target = target;
-      next.name = op_base_name(target);
-      next.op_class = classify_op(next.name);
-      next.args = std::move(args);
-      next.kwargs = json::object();
-      for (const json& a : next.args) {
-        if (a.is_object()) next.inputs.push_back(g->find(a["ref"].get<std::string>()));
-      }
+      Op next = make_op(*g, target, std::move(args));
       Value v;
       v.name = made.name + "_" + next.name + std::to_string(ops.size());
       v.kind = "op";
@@ -248,12 +275,7 @@ bool rewrite_batch_norm_eval(Graph* g, std::vector<AppliedRewrite>* applied) {
     g->values.pop_back();
     ops.back().value = op.value;
 
-    std::vector<Op> merged(g->ops.begin(), g->ops.begin() + static_cast<std::ptrdiff_t>(k));
-    merged.insert(merged.end(), ops.begin(), ops.end());
-    merged.insert(merged.end(), g->ops.begin() + static_cast<std::ptrdiff_t>(k) + 1, g->ops.end());
-    g->ops = std::move(merged);
-    for (std::size_t i = 0; i < g->ops.size(); ++i)
-      g->values[g->ops[i].value].op = static_cast<int>(i);
+    replace_op(g, k, ops);
     applied->push_back({"batch_norm_eval", made.name + ": batch_norm in eval mode is a "
                                                        "per-channel affine map of its input"});
     return true;
@@ -427,9 +449,7 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
     if (bias < 0) {
       // The library's result is the op's own value: whatever read it reads it unchanged.
       g->values[op.value] = library;
-      g->ops.erase(g->ops.begin() + static_cast<std::ptrdiff_t>(k));
-      for (std::size_t i = 0; i < g->ops.size(); ++i)
-        g->values[g->ops[i].value].op = static_cast<int>(i);
+      replace_op(g, k, {});
     } else {
       // The op becomes the bias's addition, over (C, 1, ...) for a convolution's channels.
       library.name = made.name + "_library";
@@ -446,14 +466,10 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
         for (std::size_t d = 2; d < out_rank; ++d) call += ", 1";
         added = input_view(g, bias, g->values[bias].name + "_channels", {type}, call + ")");
       }
-      Op& add = g->ops[k];
-      add.target = "aten.add.Tensor";
-      add.name = "add";
-      add.op_class = OpClass::kElementwise;
-      add.inputs = {result, added};
-      add.args = json::array(
-          {value_argument(g->values[result].name), value_argument(g->values[added].name)});
-      add.kwargs = json::object();
+      g->ops[k] = make_op(*g, "aten.add.Tensor",
+                          json::array({value_argument(g->values[result].name),
+                                       value_argument(g->values[added].name)}));
+      g->ops[k].value = op.value;
       detail += ", then its bias " + g->values[added].name + " is added in the fused kernel";
     }
     applied->push_back({"library_op", detail});
@@ -561,15 +577,7 @@ bool rewrite_group_norm(Graph* g, std::vector<AppliedRewrite>* applied) {
   const int x_split = g->values[x].kind == "op" ? x : split_leaf(x);
   std::vector<Op> ops;
   const auto emit = [&](const std::string& target, json args, const std::string& name) {
-    Op next;
-    next.target = target;
-    next.name = op_base_name(target);
-    next.op_class = classify_op(next.name);
-    next.args = std::move(args);
-    next.kwargs = json::object();
-    for (const json& a : next.args) {
-      if (a.is_object()) next.inputs.push_back(g->find(a["ref"].get<std::string>()));
-    }
+    Op next = make_op(*g, target, std::move(args));
     Value v = made;
     v.name = name;
     g->values.push_back(v);
@@ -605,12 +613,7 @@ bool rewrite_group_norm(Graph* g, std::vector<AppliedRewrite>* applied) {
   g->values.pop_back();
   ops.back().value = op.value;
   resize(op.value);
-  std::vector<Op> merged(g->ops.begin(), g->ops.begin() + norm);
-  merged.insert(merged.end(), ops.begin(), ops.end());
-  merged.insert(merged.end(), g->ops.begin() + norm + 1, g->ops.end());
-  g->ops = std::move(merged);
-  for (std::size_t i = 0; i < g->ops.size(); ++i)
-    g->values[g->ops[i].value].op = static_cast<int>(i);
+  replace_op(g, static_cast<std::size_t>(norm), ops);
   g->output_view = ".flatten(1, 2)";
   applied->push_back({"group_norm", made.name + ": group_norm in " + g_text +
                                         " groups is an instance norm of " + g->values[x].name +
@@ -639,22 +642,7 @@ bool rewrite_identity_broadcast(Graph* g, std::vector<AppliedRewrite>* applied) 
       continue;
     }
     const std::string from = made.name, to = g->values[operand].name;
-    bool read = false;
-    for (Op& reader : g->ops) {
-      for (int& v : reader.inputs) {
-        read = read || v == op.value;
-        v = v == op.value ? operand : v;
-      }
-      for (auto& a : reader.args) {
-        if (a.is_object() && a.contains("ref") && a["ref"] == from) a["ref"] = to;
-      }
-    }
-    bool output = false;
-    for (int& v : g->outputs) {
-      output = output || v == op.value;
-      v = v == op.value ? operand : v;
-    }
-    if (!read && !output) continue;
+    if (!redirect_reads(g, op.value, operand)) continue;  // read by nothing: left to dead_op
     applied->push_back({"identity_broadcast", from + ": broadcast_tensors leaves " + to +
                                                   " as it is; " + to + " is read in its place"});
     return true;
