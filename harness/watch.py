@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import types
+from collections import Counter
 from typing import Any
 
 import torch
@@ -319,6 +320,50 @@ def kernel_identifier(name: str) -> str:
     return head.rsplit(" ", 1)[-1].rsplit("::", 1)[-1]
 
 
+def library_launched(events: list) -> Counter[str]:
+    """The device kernels launched inside a library op (aten::cudnn_convolution, aten::mm, ...)
+    among events and below, by name and count: the library's own, whatever they are called (cuDNN
+    runs helpers such as flip_filter before a convolution), and those of the ops it calls (the
+    bias add of aten::_convolution). The profiler files a kernel under the innermost op running
+    at its launch."""
+    from guard import classify_packet  # guard imports this module
+    launched: Counter[str] = Counter()
+
+    def walk(event: Any, inside: bool) -> None:
+        inside = inside or (event.name.startswith("aten::")
+                            and classify_packet(event.name) == "library")
+        if inside:
+            launched.update(kernel.name for kernel in getattr(event, "kernels", []) or [])
+        for child in getattr(event, "cpu_children", []) or []:
+            walk(child, inside)
+
+    for event in events:
+        walk(event, False)
+    return launched
+
+
+def first_foreign_kernel(kernels: list[str], by_library: Counter[str],
+                         library_bytes: bytes) -> str | None:
+    """The first kernel that is neither a copy or fill, nor one of the launches of a library op
+    (by_library: each counts once), nor named like a cuBLAS/cuDNN/CUTLASS kernel, nor in the
+    candidate's library (library_bytes)."""
+    unclaimed = Counter(by_library)
+    for name in kernels:
+        lowered = name.lower()
+        if lowered.startswith(("memcpy", "memset")):
+            continue
+        if unclaimed[name] > 0:
+            unclaimed[name] -= 1
+            continue
+        if any(f in lowered for f in LIBRARY_KERNELS + ALLOCATION_KERNELS):
+            continue
+        identifier = kernel_identifier(name)
+        if identifier and identifier.encode() in library_bytes:
+            continue
+        return name
+    return None
+
+
 class CallObserver:
     """Runs one call under torch's profiler and reports what the dispatch guard cannot see: aten
     compute that ran although the guard was switched off (torch_compute_op), and, on cuda, kernels
@@ -361,9 +406,10 @@ class CallObserver:
         if exc[0] is not None:
             return
         events = self._profiler.function_events
-        self._check_ops([e for e in events if e.cpu_parent is None])
+        top = [e for e in events if e.cpu_parent is None]
+        self._check_ops(top)
         if self.device == "cuda":
-            self._check_kernels()
+            self._check_kernels(library_launched(top))
 
     def _violate(self, rule: str, detail: str) -> None:
         add_violation(self.violations, rule, detail)
@@ -396,18 +442,10 @@ class CallObserver:
         cuda = torch.autograd.DeviceType.CUDA
         return [event.name() for event in results.events() if event.device_type() == cuda]
 
-    def _check_kernels(self) -> None:
+    def _check_kernels(self, by_library: Counter[str]) -> None:
         self.kernels = self.kernel_names()
-        for name in self.kernels:
-            lowered = name.lower()
-            if lowered.startswith(("memcpy", "memset")):
-                continue
-            if any(f in lowered for f in LIBRARY_KERNELS + ALLOCATION_KERNELS):
-                continue
-            identifier = kernel_identifier(name)
-            if identifier and identifier.encode() in self._library_bytes:
-                continue
+        name = first_foreign_kernel(self.kernels, by_library, self._library_bytes)
+        if name is not None:
             self._violate("foreign_kernel", f"kernel {name[:120]} ran during ModelNew.forward "
                           "but is not in the candidate's kernel library nor a cuBLAS or cuDNN "
                           "kernel: the work must be done by the candidate's own kernels")
-            return

@@ -216,6 +216,36 @@ def test_kernel_identifiers_are_what_a_mangled_symbol_contains() -> None:
     assert watch.kernel_identifier("triton_poi_fused_relu_0") == "triton_poi_fused_relu_0"
 
 
+def op(name: str, kernels: tuple[str, ...] = (), children: tuple = ()) -> SimpleNamespace:
+    """A profiler function event as the observer reads it."""
+    return SimpleNamespace(name=name, kernels=[SimpleNamespace(name=k) for k in kernels],
+                           cpu_children=list(children))
+
+
+def test_kernels_a_library_op_launches_are_the_librarys_whatever_their_names() -> None:
+    # cuDNN flips the filter with a kernel of its own before a convolution; torch's bias add
+    # inside aten::_convolution is part of the op as well.
+    add = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
+    conv = op("aten::conv2d", children=(
+        op("aten::convolution", children=(op("aten::_convolution", children=(
+            op("aten::cudnn_convolution", ("flip_filter<float, float>", "sm90_xmma_fprop")),
+            op("aten::add_", (add,)))),)),))
+    by_library = watch.library_launched([conv, op("aten::relu", ("relu_kernel",))])
+    assert by_library == {"flip_filter<float, float>": 1, "sm90_xmma_fprop": 1, add: 1}
+    ran = ["flip_filter<float, float>", "sm90_xmma_fprop", add, "fused_epilogue(float*)"]
+    assert watch.first_foreign_kernel(ran, by_library, b"fused_epilogue") is None
+
+
+def test_a_library_ops_launches_do_not_excuse_the_same_kernel_run_again_outside_it() -> None:
+    by_library = watch.library_launched([op("aten::mm", ("flip_filter<float, float>",))])
+    ran = ["flip_filter<float, float>", "flip_filter<float, float>"]
+    assert watch.first_foreign_kernel(ran, by_library, b"") == "flip_filter<float, float>"
+    assert watch.first_foreign_kernel(["triton_poi_fused_relu_0"], by_library, b"") \
+        == "triton_poi_fused_relu_0"
+    assert watch.first_foreign_kernel(["memcpy HtoD", "ampere_sgemm_128x64_nn"], by_library,
+                                      b"") is None
+
+
 def test_a_thread_started_by_the_call_that_ends_after_its_return_is_caught(watched) -> None:
     w, violations = watched
     started = threading.Event()
