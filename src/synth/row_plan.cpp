@@ -182,8 +182,10 @@ class Planner {
       covered[dims[j]] = true;
     }
     bool segmented = false;
+    std::int64_t run = 1;  // the product of F's reduced sizes past the last it varies along
     for (int d = p_.first_reduced; per_element && d <= p_.last_reduced; ++d) {
       segmented = segmented || (!covered[d] && f_[d] > 1);
+      run = covered[d] ? 1 : run * f_[d];
     }
     for (std::size_t k = 0; k < p_.inputs.size(); ++k) {
       if (p_.inputs[k].value != value) continue;
@@ -197,7 +199,7 @@ class Planner {
     in.variable = "in" + std::to_string(p_.inputs.size());
     in.per_element = per_element;
     in.dims = dims;
-    p_.inputs.push_back({value, dims, per_element, segmented, t->dtype});
+    p_.inputs.push_back({value, dims, per_element, segmented, segmented ? run : 1, t->dtype});
     known_[value] = in;
     *info = in;
     return true;
@@ -343,15 +345,14 @@ class Planner {
   }
 
   /// mean and biased-or-corrected variance of x over the row: (mean, variance) variables, at
-  /// level x.level + 2.
+  /// level x.level + 1. One pass: each thread sums its elements' deviations from its first
+  /// and their squares, and the threads' counts, means and sums of squared deviations merge
+  /// pairwise (Chan, Golub and LeVeque), as accurate as a second pass over x - mean.
   std::pair<std::string, std::string> moments(const Info& x, double correction) {
     int l = x.level;
-    std::string sum = accumulate("sum", x.variable, l + 1);
-    std::string mean = emit(false, l + 1, sum + " / (float)R");
-    std::string d = emit(true, l + 1, "(" + x.variable + " - " + mean + ")");
-    std::string square = emit(true, l + 1, d + " * " + d);
-    std::string ss = accumulate("sum", square, l + 2);
-    std::string var = emit(false, l + 2, ss + " / (float)(R - " + literal(correction) + ")");
+    std::string a = accumulate("moments", x.variable, l + 1);
+    std::string mean = emit(false, l + 1, a);
+    std::string var = emit(false, l + 1, a + "_m2 / (float)(R - " + literal(correction) + ")");
     return {mean, var};
   }
 
@@ -442,7 +443,7 @@ class Planner {
       }
       if (!reduces_d(op, dims_argument(op))) return false;
       auto [mean, var] = moments(x, correction);
-      result = row_result(n == "var" ? var : emit(false, l + 2, "sqrtf(" + var + ")"), l + 2, keep);
+      result = row_result(n == "var" ? var : emit(false, l + 1, "sqrtf(" + var + ")"), l + 1, keep);
     } else {
       return refuse(op.target + " is a reduction the row kernel does not write");
     }
@@ -537,7 +538,7 @@ class Planner {
     if (!x.per_element)
       return refuse(op.target + " reads a value that does not run along the rows");
     const auto [mean, var] = moments(x, 0);
-    level = std::max(level, x.level + 2);
+    level = std::max(level, x.level + 1);
     std::string scaled =
         "(" + x.variable + " - " + mean + ") * (1.0f / sqrtf(" + var + " + " + literal(eps) + "))";
     if (!weight.empty()) scaled = "(" + scaled + ") * " + weight;
@@ -583,7 +584,7 @@ class Planner {
       if (!affine(2, "weight", &weight) || !affine(3, "bias", &bias)) return false;
       double eps = argument(op, 4, "eps").is_number() ? argument(op, 4, "eps").get<double>() : 1e-5;
       auto [mean, var] = moments(x, 0);
-      std::string inv = emit(false, l + 2, "1.0f / sqrtf(" + var + " + " + literal(eps) + ")");
+      std::string inv = emit(false, l + 1, "1.0f / sqrtf(" + var + " + " + literal(eps) + ")");
       scaled = "(" + x.variable + " - " + mean + ") * " + inv;
     } else {
       if (!affine(2, "weight", &weight)) return false;
@@ -603,7 +604,7 @@ class Planner {
     if (!bias.empty()) scaled = "(" + scaled + ") + " + bias;
     Info result;
     result.per_element = true;
-    result.level = op.name == "layer_norm" ? l + 2 : l + 1;
+    result.level = l + 1;
     result.dims = identity();
     if (!is_float_dtype(dtype_of(op))) return refuse(op.target + " makes " + dtype_of(op));
     result.exact = false;  // from the row's statistics: float32 until it is stored
@@ -710,7 +711,7 @@ std::string loads(const RowPlan& plan, const char* indent) {
 }
 
 std::string initial(const std::string& kind) {
-  if (kind == "sum") return "0.0f";
+  if (kind == "sum" || kind == "moments") return "0.0f";
   if (kind == "max" || kind == "argmax" || kind == "lse") return "-INFINITY";
   return "INFINITY";
 }
@@ -720,6 +721,10 @@ std::string update(const RowAccumulator& a) {
   if (a.kind == "max") return a.name + " = sa_max(" + a.name + ", " + a.operand + ");";
   if (a.kind == "min") return a.name + " = sa_min(" + a.name + ", " + a.operand + ");";
   if (a.kind == "lse") return "sa_lse(" + a.name + ", " + a.name + "_s, " + a.operand + ");";
+  if (a.kind == "moments") {
+    return "sa_moment(" + a.name + ", " + a.name + "_n, " + a.name + "_s, " + a.name + "_m2, " +
+           a.operand + ");";
+  }
   return "sa_" + a.kind + "(" + a.name + ", " + a.name + "_i, " + a.operand + ", k);";
 }
 
@@ -744,7 +749,20 @@ const char* kArgHelpers =
     "SA_FN void sa_argmin(float& v, int64_t& i, float v2, int64_t i2) {\n"
     "  const bool take = v2 != v2 ? (v == v || i2 < i) : (v == v && (v2 < v || (v2 == v && i2 < "
     "i)));\n"
-    "  if (take) { v = v2; i = i2; }\n}\n";
+    "  if (take) { v = v2; i = i2; }\n}\n"
+    "// (k, n, s, m2): a shift (the first element met), the count, and the sums of the elements'\n"
+    "// deviations from the shift and of their squares; sa_moments_end leaves the mean in k and\n"
+    "// the sum of squared deviations from it in m2.\n"
+    "SA_FN void sa_moment(float& k, float& n, float& s, float& m2, float x) {\n"
+    "  if (n == 0.0f) k = x;\n"
+    "  const float d = x - k;\n"
+    "  n += 1.0f;\n  s += d;\n  m2 += d * d;\n}\n"
+    "SA_FN void sa_moments_end(float& k, float n, float s, float& m2) {\n"
+    "  if (n == 0.0f) return;\n"
+    "  const float mean = s / n;\n"
+    "  k += mean;\n"
+    "  m2 -= s * mean;\n"
+    "  if (m2 < 0.0f) m2 = 0.0f;  // rounding; a NaN stays\n}\n";
 
 /// The quad walk's read of element k of four neighbouring rows: one 16-byte load (8 for 16-bit
 /// types) where they run along the rows, else one element, the same for all four.
@@ -759,11 +777,13 @@ const char* kLanesHelper =
 const char* kCudaCombine = R"(
 struct sa_vi { float v; int64_t i; };  // a value and its index (argmax, argmin)
 struct sa_ms { float m; float s; };    // a running maximum and the sum of exp(x - m)
+struct sa_mv { float n, mean, m2; };   // a count, its mean and its sum of squared deviations
 SA_FN float sa_shfl(float x, int o) { return __shfl_xor_sync(0xffffffffu, x, o); }
 SA_FN sa_vi sa_shfl(sa_vi x, int o) {
   return {sa_shfl(x.v, o), (int64_t)__shfl_xor_sync(0xffffffffu, (long long)x.i, o)};
 }
 SA_FN sa_ms sa_shfl(sa_ms x, int o) { return {sa_shfl(x.m, o), sa_shfl(x.s, o)}; }
+SA_FN sa_mv sa_shfl(sa_mv x, int o) { return {sa_shfl(x.n, o), sa_shfl(x.mean, o), sa_shfl(x.m2, o)}; }
 struct sa_add_of { __device__ float operator()(float a, float b) const { return a + b; } };
 struct sa_max_of { __device__ float operator()(float a, float b) const { return sa_max(a, b); } };
 struct sa_min_of { __device__ float operator()(float a, float b) const { return sa_min(a, b); } };
@@ -775,6 +795,14 @@ struct sa_argmin_of {
 };
 struct sa_lse_of {
   __device__ sa_ms operator()(sa_ms a, sa_ms b) const { sa_lse_merge(a.m, a.s, b.m, b.s); return a; }
+};
+struct sa_moments_of {  // two parts' moments as one's (Chan, Golub and LeVeque)
+  __device__ sa_mv operator()(sa_mv a, sa_mv b) const {
+    if (b.n == 0.0f) return a;
+    if (a.n == 0.0f) return b;
+    const float n = a.n + b.n, d = b.mean - a.mean, f = b.n / n;
+    return {n, a.mean + d * f, a.m2 + b.m2 + d * d * a.n * f};
+  }
 };
 
 // Every thread of a row gets the merge of the partials of the row's TY threads. LANES: a row's
@@ -817,10 +845,24 @@ enum class Walk {
   kStreamed,  // CUDA, contiguous rows of any length: 4 elements at a time, read again each pass
 };
 
+/// What a thread does with accumulator a once it has met all its elements: moments become a
+/// mean and a sum of squared deviations from it.
+std::string finish(const RowAccumulator& a, const char* indent) {
+  if (a.kind != "moments") return "";
+  return indent + std::string("sa_moments_end(") + a.name + ", " + a.name + "_n, " + a.name +
+         "_s, " + a.name + "_m2);\n";
+}
+
 /// The combination of accumulator a's partials over the row's threads (CUDA); for "lse", of
 /// the maximum (part 1) or the sum of exponentials (part 2) when the walk takes them apart.
 std::string combine(const RowAccumulator& a, const char* indent, int part = 0) {
   const std::string at = std::string(indent);
+  if (a.kind == "moments") {
+    return finish(a, indent) + at + "{\n" + at +
+           "  const sa_mv r = sa_combine<TX, TY, LANES>(sa_mv{" + a.name + "_n, " + a.name + ", " +
+           a.name + "_m2}, red_mv, tx, ty, sa_moments_of());\n" + at + "  " + a.name +
+           " = r.mean;\n" + at + "  " + a.name + "_m2 = r.m2;\n" + at + "}\n";
+  }
   if (a.kind == "lse" && part == 1)
     return at + a.name + " = sa_combine<TX, TY, LANES>(" + a.name +
            ", red, tx, ty, sa_max_of());\n";
@@ -843,21 +885,36 @@ std::string combine(const RowAccumulator& a, const char* indent, int part = 0) {
          ");\n";
 }
 
+/// The value of segmented input k for the run of 4 elements from k0 (4 | div_r: one value), as
+/// an expression ending its statement. short_row: the row has fewer than 2^31 elements (the
+/// cached walk's), so 32-bit arithmetic finds the index.
+std::string segment_load(std::size_t k, bool short_row) {
+  const std::string in = "in" + n(k);
+  const std::string at =
+      short_row ? "sa_index32((uint32_t)k0, (uint32_t)" + in + "_div_r, (uint32_t)" + in + "_mod_r)"
+                : "sa_index(k0, " + in + "_div_r, " + in + "_mod_r)";
+  return "sa_load(b" + n(k) + "[" + at + " * " + in + "_step]);\n";
+}
+
 /// The cached walk's loop over a thread's elements (in increasing k): per run of 4 (from k0),
 /// `before`, then for each element, with each per-element input's value and the per-element
 /// lines up to `level` in scope, `body`, then `after`.
 std::string cached_loop(const RowPlan& plan, int level, const std::string& body,
                         const std::string& before = "", const std::string& after = "") {
-  std::string loads;
+  std::string segments, loads;  // a segmented input's value, once a run
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-    if (plan.inputs[k].per_element)
+    if (plan.inputs[k].segmented) {
+      segments += "      const float s" + n(k) + " = " + segment_load(k, true);
+      loads += "        const float in" + n(k) + " = s" + n(k) + ";\n";
+    } else if (plan.inputs[k].per_element) {
       loads += "        const float in" + n(k) + " = c" + n(k) + "[4 * j + q];\n";
+    }
   }
   return "    #pragma unroll\n"
          "    for (int j = 0; j < NV; ++j) {\n"
          "      const int k0 = (j * TY + ty) * 4;\n"
          "      if (!live || k0 >= R) continue;\n" +
-         before +
+         segments + before +
          "#pragma unroll\n"
          "      for (int q = 0; q < 4; ++q) {\n"
          "        const int64_t k = k0 + q;\n" +
@@ -869,6 +926,10 @@ std::string cached_loop(const RowPlan& plan, int level, const std::string& body,
 std::string declare(const RowAccumulator& a, const char* indent) {
   std::string s = indent + std::string("float ") + a.name + " = " + initial(a.kind) + ";\n";
   if (a.kind == "lse") s += indent + std::string("float ") + a.name + "_s = 0.0f;\n";
+  if (a.kind == "moments") {
+    s += indent + std::string("float ") + a.name + "_n = 0.0f, " + a.name + "_s = 0.0f, " + a.name +
+         "_m2 = 0.0f;\n";
+  }
   if (a.kind == "argmax" || a.kind == "argmin")
     s += indent + std::string("int64_t ") + a.name + "_i = INT64_MAX;\n";
   return s;
@@ -926,7 +987,7 @@ std::string row_body(const RowPlan& plan, Walk walk) {
     // before any is used.
     std::string cache;
     for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-      if (!plan.inputs[k].per_element) continue;
+      if (!plan.inputs[k].per_element || plan.inputs[k].segmented) continue;
       row += in2 + std::string("float c") + n(k) + "[4 * NV] = {};\n";
       cache += "        sa_load4(b" + n(k) + " + k0, c" + n(k) + " + 4 * j);\n";
     }
@@ -962,6 +1023,11 @@ std::string row_body(const RowPlan& plan, Walk walk) {
       head = "#pragma unroll 4\n    for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {\n";
       for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
         if (!plan.inputs[k].per_element) continue;
+        if (plan.inputs[k].segmented) {
+          head += "      const float c" + n(k) + " = " + segment_load(k, false);
+          element_loads += "        const float in" + n(k) + " = c" + n(k) + ";\n";
+          continue;
+        }
         head +=
             "      float c" + n(k) + "[4];\n      sa_load4(b" + n(k) + " + k0, c" + n(k) + ");\n";
         element_loads += "        const float in" + n(k) + " = c" + n(k) + "[q];\n";
@@ -983,7 +1049,7 @@ std::string row_body(const RowPlan& plan, Walk walk) {
       for (const RowAccumulator& a : plan.accumulators) {
         if (a.pass != pass) continue;
         declarations += declare(a, in2);
-        if (cuda) combines += combine(a, in2);
+        combines += cuda ? combine(a, in2) : finish(a, in2);
         updates += "      " + update(a) + "\n";
         only_sums = only_sums && a.kind == "sum";
         sums += (sums.empty() ? "" : ", ") + a.name;
@@ -1052,6 +1118,10 @@ std::vector<LaneValue> lane_values(const RowPlan& plan) {
   for (const RowAccumulator& a : plan.accumulators) {
     values.push_back({a.name, "float", initial(a.kind)});
     if (a.kind == "lse") values.push_back({a.name + "_s", "float", "0.0f"});
+    if (a.kind == "moments") {
+      for (const char* part : {"_n", "_s", "_m2"})
+        values.push_back({a.name + part, "float", "0.0f"});
+    }
     if (a.kind == "argmax" || a.kind == "argmin")
       values.push_back({a.name + "_i", "int64_t", "INT64_MAX"});
   }
@@ -1252,10 +1322,11 @@ int strided_default(long long R, long long I) {
   return std::size(kStridedShapes) - 1;
 }
 
-/// How many inputs the cached walk holds in registers: those read along the rows.
+/// How many inputs the cached walk holds in registers: those read along the rows, but for the
+/// segmented ones (a value a run of 4).
 int held_inputs(const RowPlan& plan) {
   int held = 0;
-  for (const RowInput& in : plan.inputs) held += in.per_element ? 1 : 0;
+  for (const RowInput& in : plan.inputs) held += in.per_element && !in.segmented ? 1 : 0;
   return held;
 }
 
@@ -1270,12 +1341,21 @@ bool fits_registers(const CachedShape& shape, int cached) {
 }
 
 /// Whether an input of the plan is read element by element at an index of its own (segmented):
-/// only the strided walk takes such a plan on CUDA.
+/// the quad walk does not take such a plan.
 bool has_segmented(const RowPlan& plan) {
   for (const RowInput& in : plan.inputs) {
     if (in.segmented) return true;
   }
   return false;
+}
+
+/// Whether each segmented input of the plan held one value for runs of 4 at capture, so that the
+/// walks reading 4 elements at a time take its rows.
+bool segments_of_4(const RowPlan& plan) {
+  for (const RowInput& in : plan.inputs) {
+    if (in.segmented && in.run % 4 != 0) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -1309,10 +1389,11 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     }
   }
 
-  bool has_arg = false, has_lse = false;
+  bool has_arg = false, has_lse = false, has_moments = false;
   for (const auto& a : plan.accumulators) {
     has_arg = has_arg || a.kind == "argmax" || a.kind == "argmin";
     has_lse = has_lse || a.kind == "lse";
+    has_moments = has_moments || a.kind == "moments";
   }
 
   std::string source = "// Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
@@ -1351,7 +1432,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   const std::string shared =
       "  __shared__ float red[TX == 1 ? 32 : TX * TY];\n" +
       std::string(has_arg ? "  __shared__ sa_vi red_vi[TX == 1 ? 32 : TX * TY];\n" : "") +
-      std::string(has_lse ? "  __shared__ sa_ms red_ms[TX == 1 ? 32 : TX * TY];\n" : "");
+      std::string(has_lse ? "  __shared__ sa_ms red_ms[TX == 1 ? 32 : TX * TY];\n" : "") +
+      std::string(has_moments ? "  __shared__ sa_mv red_mv[TX == 1 ? 32 : TX * TY];\n" : "");
   source +=
       "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
       "#define SA_STEP(step) (step)\n";
@@ -1459,12 +1541,15 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "  return (int)cudaGetLastError();\n}\n\n";
 
   // The cached and streamed walks need every tensor read or written along the rows to be
-  // 4-aligned; the cached walk, rows that registers hold. None but the strided walk reads a
-  // segmented input.
-  const bool strided_only = has_segmented(plan);
-  std::string aligned = strided_only ? "false" : "I == 1 && R % 4 == 0";
+  // 4-aligned, and each segmented input to hold its value for runs of 4; the cached walk, rows
+  // that registers hold. The quad walk reads no segmented input.
+  std::string aligned = "I == 1 && R % 4 == 0";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
+    if (plan.inputs[k].segmented) {
+      aligned += " && in" + n(k) + "_div_r % 4 == 0";
+      continue;
+    }
     aligned += " && in" + n(k) + "_step == 1 && in" + n(k) +
                "_stride_o % 4 == 0 && sa_aligned<4>(in" + n(k) + "_data)";
   }
@@ -1474,7 +1559,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   // The quad walk needs each input read along the rows to run along four neighbouring rows
   // (16-byte aligned) or to be the same for all four, and each output written along them to be
   // aligned.
-  std::string quads = strided_only ? "false" : "I % 4 == 0 && I >= " + n(kQuadMinInner);
+  const bool no_quads = has_segmented(plan);
+  std::string quads = no_quads ? "false" : "I % 4 == 0 && I >= " + n(kQuadMinInner);
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (!plan.inputs[k].per_element) continue;
     const std::string in = "in" + n(k);
@@ -1491,7 +1577,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
     const CachedShape& shape = kCachedShapes[c];
     longest = std::max(longest, cached_reach(shape));
-    if (strided_only || !fits_registers(shape, held)) continue;
+    if (!fits_registers(shape, held)) continue;
     const std::string call = "launch_cached<" + n(shape.rows) + ", " + n(shape.threads) + ", " +
                              n(shape.runs) + ">(" + args + ", s)";
     const std::string reach = n(cached_reach(shape));
@@ -1500,18 +1586,17 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     by_length += "    if (R <= " + reach + ") return " + call + ";\n";
   }
   std::string streamed_by_length;
-  for (std::size_t c = 0; c < std::size(kStreamedThreads) && !strided_only; ++c) {
+  for (std::size_t c = 0; c < std::size(kStreamedThreads); ++c) {
     const std::string call = "launch_streamed<" + n(kStreamedThreads[c]) + ">(" + args + ", s)";
     chosen +=
         "    case " + n(kStreamedConfig + c) + ": if (streamed) return " + call + "; break;\n";
   }
   for (const StreamedDefault& d : kStreamedDefaults) {
-    if (strided_only) break;
     streamed_by_length += "    " + (d.min_length ? "if (R >= " + n(d.min_length) + ") " : "") +
                           "return launch_streamed<" + n(kStreamedThreads[d.threads]) + ">(" + args +
                           ", s);\n";
   }
-  for (std::size_t c = 0; c < std::size(kQuadShapes) && !strided_only; ++c) {
+  for (std::size_t c = 0; c < std::size(kQuadShapes) && !no_quads; ++c) {
     chosen += "    case " + n(kQuadConfig + c) + ": if (quads) return launch_quads<" +
               n(kQuadShapes[c].rows) + ", " + n(kQuadShapes[c].threads) + ">(" + args +
               ", s); break;\n";
@@ -1552,7 +1637,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   };
   source += "  if (quads) {\n";
   for (const QuadDefault& d : kQuadDefaults) {
-    if (strided_only) break;
+    if (no_quads) break;
     source += launch_if("    ",
                         {d.min_length > 0 ? "R >= " + n(d.min_length) : "",
                          d.below_inner > 0 ? "I < " + n(d.below_inner) : ""},
@@ -1715,8 +1800,8 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
   const auto [O, R, I] = extents(plan);
   const int held = held_inputs(plan);
   std::vector<KernelConfig> configs;
-  if (I == 1 && R % 4 == 0 &&
-      !has_segmented(plan)) {  // the cached walk: the shapes that reach R, fewest threads first
+  if (I == 1 && R % 4 == 0 && segments_of_4(plan)) {
+    // The cached walk: the shapes that reach R, fewest threads first.
     for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
       const CachedShape& shape = kCachedShapes[c];
       const long long reach = cached_reach(shape);

@@ -3,7 +3,8 @@
 /// logsumexp, vector norms, std, var), softmax and log-softmax, and layer, RMS and instance
 /// normalisation, all over the same dims, fused into one kernel that walks each row in as many
 /// passes as the data flow needs (softmax: the maximum, then the sum of exponentials, then the
-/// output) and writes each output once.
+/// output) and writes each output once. Mean and variance (the norms, var, std) come in one
+/// pass: each thread's moments about a value of its own, merged pairwise.
 ///
 /// The iteration space is the shape F of the values the first reduction reads, seen as
 /// (outer, reduced, inner): the reduced dims D are one run of F's dims, a row is one (outer,
@@ -40,9 +41,11 @@ struct RowInput {
   std::vector<int> dims;     // the dim of F each of its dims lands on
   bool per_element = false;  // it varies along the reduced dims
   // Per element but broadcast along some of them (a group norm's per-channel weight in a row
-  // of channels and pixels): element k is read at ((k / div_r) % mod_r) * step, and only the
-  // element-by-element walks (CPU, strided) take the plan.
+  // of channels and pixels): element k is read at ((k / div_r) % mod_r) * step. The walks that
+  // read 4 elements at a time (cached, streamed) take it where 4 | div_r, one load a run of 4;
+  // the quad walk does not.
   bool segmented = false;
+  std::int64_t run = 1;  // segmented: div_r at capture, the elements a value holds for in a row
   std::string dtype = "float32";  // float32, bfloat16 or float16; read as float32
 };
 

@@ -174,7 +174,9 @@ TEST(SynthRowPlan, LayerNormReadsItsWeightAndBiasAlongTheRow) {
   Graph g = read(layer_norm(8, 256));
   RowPlan plan;
   ASSERT_TRUE(plan_rows(g, &plan).ok());
-  EXPECT_EQ(plan.passes, 2);  // the mean, then the variance about it
+  EXPECT_EQ(plan.passes, 1);  // mean and variance in one pass: the row is read once, then written
+  ASSERT_EQ(plan.accumulators.size(), 1u);
+  EXPECT_EQ(plan.accumulators[0].kind, "moments");
   ASSERT_EQ(plan.inputs.size(), 3u);
   for (const RowInput& in : plan.inputs) EXPECT_TRUE(in.per_element);
   std::string model = row_model_source(g, plan);
@@ -320,7 +322,7 @@ TEST(SynthRowPlan, InstanceNormReadsItsWeightsOncePerRow) {
   RowPlan plan;
   Status s = plan_rows(g, &plan);
   ASSERT_TRUE(s.ok()) << s.message();
-  EXPECT_EQ(plan.passes, 2);
+  EXPECT_EQ(plan.passes, 1);
   EXPECT_EQ(plan.first_reduced, 2);
   for (const RowInput& in : plan.inputs) {
     if (g.values[in.value].name == "x") continue;
@@ -371,12 +373,15 @@ TEST(SynthRowPlan, AnInputBroadcastAlongPartOfTheRowIsReadAtAnIndexOfItsOwn) {
         << device;
     EXPECT_NE(source.find("int64_t " + w + "_mod_r"), std::string::npos) << device;
   }
-  // On CUDA only the strided walk reads element by element: no other walk is launched, and the
-  // tuner tries strided shapes alone.
+  // On CUDA the walks that read 4 elements at a time read the weight once a run of 4, where
+  // it holds its value that long (4 | H * W, checked at run time); the quad walk never runs.
+  EXPECT_EQ(by_name["w"].run, 30);  // H * W
   const std::string cuda = row_kernel_source(plan, "cuda");
-  EXPECT_EQ(cuda.find("return launch_cached<"), std::string::npos);
-  EXPECT_EQ(cuda.find("return launch_streamed<"), std::string::npos);
+  EXPECT_NE(cuda.find("sa_index(k0, " + w + "_div_r, " + w + "_mod_r)"), std::string::npos);
+  EXPECT_NE(cuda.find(w + "_div_r % 4 == 0"), std::string::npos);
+  EXPECT_NE(cuda.find("return launch_streamed<"), std::string::npos);
   EXPECT_EQ(cuda.find("return launch_quads<"), std::string::npos);
+  // Runs of 30 at capture: the tuner tries strided shapes alone.
   for (const KernelConfig& c : row_configs(plan, "cuda")) {
     EXPECT_EQ(c.label.find("threads x"), std::string::npos) << c.label;  // not a cached shape
     EXPECT_EQ(c.label.find("a row a block"), std::string::npos) << c.label;
@@ -385,6 +390,25 @@ TEST(SynthRowPlan, AnInputBroadcastAlongPartOfTheRowIsReadAtAnIndexOfItsOwn) {
   const std::string model = row_model_source(g, plan);
   EXPECT_NE(model.find("SEGMENTED = ("), std::string::npos);
   EXPECT_NE(model.find("* " + std::to_string(3 + 7 * plan.inputs.size() + 2)), std::string::npos);
+}
+
+TEST(SynthRowPlan, AWeightHeldForRunsOf4TakesTheWalksThatRead4AtATime) {
+  // The same group norm's affine map with H * W = 24: the tuner's shapes read 4 at a time, and
+  // mean and variance come in one pass, so the row is read once and written once.
+  json inputs = {tensor_input("x", "input", {2, 4, 3, 4, 6}),
+                 tensor_input("w", "input", {4, 3, 1, 1})};
+  json args = {ref("x"), nullptr, nullptr, nullptr, nullptr, true, 0.0, 1e-5, false};
+  Graph g = read(graph(inputs,
+                       {node("norm", "aten.instance_norm.default", args, {2, 4, 3, 4, 6}),
+                        node("mul", "aten.mul.Tensor", {ref("norm"), ref("w")}, {2, 4, 3, 4, 6})},
+                       {"mul"}));
+  RowPlan plan;
+  Status s = plan_rows(g, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.passes, 1);
+  const std::vector<KernelConfig> configs = row_configs(plan, "cuda");
+  ASSERT_FALSE(configs.empty());
+  EXPECT_NE(configs[0].label.find("threads x"), std::string::npos) << configs[0].label;
 }
 
 TEST(SynthRowPlan, ReductionsOverDifferentDimsAreRefusedWithTheReason) {

@@ -103,6 +103,36 @@ def test_per_channel_broadcast_at_two_unrelated_shapes(agent, tmp_path):
         assert r["correct"] and r["violations"] == [], (shape, r.get("reason"))
 
 
+FAR_FROM_ZERO = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.var(x, dim=-1) + torch.std(x, dim=-1)
+
+
+def get_inputs():
+    return [1.0e4 + torch.randn(24, 3000)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_variance_of_values_far_from_zero_keeps_its_precision(agent, tmp_path):
+    # Rows of mean 1e4 and variance 1: sums of x and x^2 in float32 lose the variance (x^2 ~
+    # 1e8 keeps steps of 8); the kernel's moments, taken about values of the row, keep it.
+    task = tmp_path / "far_from_zero.py"
+    task.write_text(FAR_FROM_ZERO)
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, result.stderr
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    assert "sa_moment(" in (tmp_path / "ws" / "kernels" / "fused_rows.cpp").read_text()
+
+
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")
