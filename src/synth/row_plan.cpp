@@ -171,7 +171,7 @@ class Planner {
     if (!t || !is_float_dtype(t->dtype)) {
       return refuse("input " + v.name + " is not one float32, bfloat16 or float16 tensor");
     }
-    bool per_element = false;
+    bool per_element = false, per_row = false;
     std::vector<bool> covered(p_.rank, false);  // the dims of F along which it varies
     for (std::size_t j = 0; j < dims.size(); ++j) {
       if (t->shape[j] == 1) continue;
@@ -179,6 +179,7 @@ class Planner {
         return refuse("input " + v.name + " does not broadcast to the rows' shape");
       }
       per_element = per_element || in_d(dims[j]);
+      per_row = per_row || !in_d(dims[j]);
       covered[dims[j]] = true;
     }
     bool segmented = false;
@@ -199,7 +200,8 @@ class Planner {
     in.variable = "in" + std::to_string(p_.inputs.size());
     in.per_element = per_element;
     in.dims = dims;
-    p_.inputs.push_back({value, dims, per_element, segmented, segmented ? run : 1, t->dtype});
+    p_.inputs.push_back(
+        {value, dims, per_element, segmented, segmented ? run : 1, per_row, t->dtype});
     known_[value] = in;
     *info = in;
     return true;
@@ -837,12 +839,49 @@ SA_FN T sa_combine(T v, T* red, int tx, int ty, F merge) {
 }
 )";
 
+/// The 4-at-a-time walks' helpers: a quotient in 32 bits where it fits (where a segmented
+/// input's next value starts), a run of 4 kept in and taken from shared memory, and the
+/// combination of a row's partial results over the blocks of its cluster (after each block's
+/// own), the same merges in the same order in every block. Clusters need sm_90.
+const char* kWalkHelpers = R"(
+SA_FN int64_t sa_quot(int64_t x, int64_t d) {
+  return ((x | d) >> 31) == 0 ? (int64_t)((uint32_t)x / (uint32_t)d) : x / d;
+}
+SA_FN void sa_keep4(float* p, const float* v) { *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]); }
+SA_FN void sa_take4(const float* p, float* v) {
+  const float4 t = *reinterpret_cast<const float4*>(p);
+  v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+}
+template <int TX, int TY, bool LANES, class T, class F>
+SA_FN T sa_cluster_combine(T v, T* red, int tx, int ty, F merge) {
+  v = sa_combine<TX, TY, LANES>(v, red, tx, ty, merge);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ T part;
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) part = v;
+  cluster.sync();
+  T r = *cluster.map_shared_rank(&part, 0);
+  for (unsigned b = 1; b < cluster.num_blocks(); ++b) r = merge(r, *cluster.map_shared_rank(&part, b));
+  cluster.sync();  // every block has read the parts before any writes its next
+  return r;
+#else
+  __trap();
+  return v;
+#endif
+}
+)";
+
 /// How the threads of a row walk it.
 enum class Walk {
   kCpu,       // one thread, element by element
   kStrided,   // CUDA: TY threads, element k by thread k % TY, at any step
   kCached,    // CUDA, contiguous rows: 4 elements at a time into registers, kept for every pass
   kStreamed,  // CUDA, contiguous rows of any length: 4 elements at a time, read again each pass
+  // CUDA, contiguous rows too long for one block's registers: a cluster of CL blocks a row,
+  // each a segment of it, 4 elements at a time, kept in its shared memory after the first
+  // read; partial results meet across the cluster through distributed shared memory.
+  kClustered,
 };
 
 /// What a thread does with accumulator a once it has met all its elements: moments become a
@@ -855,8 +894,16 @@ std::string finish(const RowAccumulator& a, const char* indent) {
 
 /// The combination of accumulator a's partials over the row's threads (CUDA); for "lse", of
 /// the maximum (part 1) or the sum of exponentials (part 2) when the walk takes them apart.
-std::string combine(const RowAccumulator& a, const char* indent, int part = 0) {
+std::string combine(const RowAccumulator& a, const char* indent, int part = 0,
+                    const std::string& combiner = "sa_combine") {
   const std::string at = std::string(indent);
+  if (combiner != "sa_combine") {  // the same text, another function of the same signature
+    std::string text = combine(a, indent, part);
+    for (std::size_t p = text.find("sa_combine<"); p != std::string::npos;
+         p = text.find("sa_combine<", p + combiner.size()))
+      text.replace(p, std::string("sa_combine").size(), combiner);
+    return text;
+  }
   if (a.kind == "moments") {
     return finish(a, indent) + at + "{\n" + at +
            "  const sa_mv r = sa_combine<TX, TY, LANES>(sa_mv{" + a.name + "_n, " + a.name + ", " +
@@ -883,6 +930,14 @@ std::string combine(const RowAccumulator& a, const char* indent, int part = 0) {
   const std::string merge = a.kind == "sum" ? "sa_add_of()" : "sa_" + a.kind + "_of()";
   return at + a.name + " = sa_combine<TX, TY, LANES>(" + a.name + ", red, tx, ty, " + merge +
          ");\n";
+}
+
+/// How many inputs the clustered walk keeps in shared memory: those read 4 at a time that vary
+/// from row to row (the others, the same for every row, stay in the L2 cache).
+int kept_inputs(const RowPlan& plan) {
+  int kept = 0;
+  for (const RowInput& in : plan.inputs) kept += in.per_element && !in.segmented && in.per_row;
+  return kept;
 }
 
 /// The value of segmented input k for the run of 4 elements from k0 (4 | div_r: one value), as
@@ -936,8 +991,9 @@ std::string declare(const RowAccumulator& a, const char* indent) {
 }
 
 /// Pass `pass` of the cached walk. The row is in registers, so a logsumexp takes its maximum
-/// and then its sum of exponentials in two loops (one exp per element, no rescaling), and an
-/// argmax or argmin, whose thread meets its elements in increasing k, keeps the first best.
+/// and then its sum of exponentials in two loops (one exp per element, no rescaling), moments
+/// the mean and then the squares about it (no shift, no count), and an argmax or argmin, whose
+/// thread meets its elements in increasing k, keeps the first best.
 std::string cached_pass(const RowPlan& plan, int pass) {
   std::string declarations, first, second, combines, sums;
   for (const RowAccumulator& a : plan.accumulators) {
@@ -950,6 +1006,16 @@ std::string cached_pass(const RowPlan& plan, int pass) {
                 x + " - " + a.name + ");\n";
       combines += combine(a, "    ", 1);
       sums += combine(a, "    ", 2);
+      continue;
+    }
+    if (a.kind == "moments") {  // the row is at hand: its mean, then the squares about it
+      first += "        " + a.name + "_s += " + x + ";\n";
+      second += "        {\n          const float d = " + x + " - " + a.name + ";\n          " +
+                a.name + "_m2 += d * d;\n        }\n";
+      combines += "    " + a.name + " = sa_combine<TX, TY, LANES>(" + a.name +
+                  "_s, red, tx, ty, sa_add_of()) / (float)R;\n";
+      sums += "    " + a.name + "_m2 = sa_combine<TX, TY, LANES>(" + a.name +
+              "_m2, red, tx, ty, sa_add_of());\n";
       continue;
     }
     if (a.kind == "argmax" || a.kind == "argmin") {
@@ -1018,28 +1084,63 @@ std::string row_body(const RowPlan& plan, Walk walk) {
     // The loop over the thread's elements: its head, the per-element inputs' values at k, and
     // its end. A streamed walk's head reads 4 elements of each input at once, and a run loop
     // inside it takes them in turn.
-    std::string head, run, run_end, element_loads;
-    if (walk == Walk::kStreamed) {
-      head = "#pragma unroll 4\n    for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {\n";
+    // A clustered walk's first loop reads the block's segment [lo, hi) and keeps it in shared
+    // memory (held input h at kept + h * seg), where each thread's later loops find its own
+    // elements again.
+    const bool fours = walk == Walk::kStreamed || walk == Walk::kClustered;
+    const std::string combiner = walk == Walk::kClustered ? "sa_cluster_combine" : "sa_combine";
+    std::string run, run_end, element_loads;
+    const auto head_of = [&](bool first) -> std::string {
+      if (!fours) {
+        return walk == Walk::kCpu
+                   ? "for (int64_t k = 0; k < R; ++k) {\n"
+                   : "#pragma unroll 8\n    for (int64_t k = ty; live && k < R; k += TY) {\n";
+      }
+      // A segmented input's value holds for a run of div_r elements: each thread finds where
+      // the run it is in starts in the input (s<k>_at) and where the run ends (s<k>_end), the
+      // division done again only past that end.
+      std::string runs, body;
+      int held = 0;
       for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
         if (!plan.inputs[k].per_element) continue;
         if (plan.inputs[k].segmented) {
-          head += "      const float c" + n(k) + " = " + segment_load(k, false);
-          element_loads += "        const float in" + n(k) + " = c" + n(k) + ";\n";
+          const std::string in = "in" + n(k), at = "s" + n(k) + "_at", end = "s" + n(k) + "_end";
+          runs += ", " + end + " = 0, " + at + " = 0";
+          body += "      if (k0 >= " + end + ") {\n        const int64_t r = sa_quot(k0, " + in +
+                  "_div_r);\n        " + at + " = sa_index(r, 1, " + in + "_mod_r) * " + in +
+                  "_step;\n        " + end + " = (r + 1) * " + in + "_div_r;\n      }\n" +
+                  "      const float c" + n(k) + " = sa_load(b" + n(k) + "[" + at + "]);\n";
           continue;
         }
-        head +=
-            "      float c" + n(k) + "[4];\n      sa_load4(b" + n(k) + " + k0, c" + n(k) + ");\n";
-        element_loads += "        const float in" + n(k) + " = c" + n(k) + "[q];\n";
+        std::string& head = body;
+        const bool keep = walk == Walk::kClustered && plan.inputs[k].per_row;
+        const std::string kept = keep ? "kept + " + n(held++) + " * seg + (k0 - lo)" : "";
+        head += "      float c" + n(k) + "[4];\n";
+        if (keep && !first) {
+          head += "      sa_take4(" + kept + ", c" + n(k) + ");\n";
+          continue;
+        }
+        head += "      sa_load4(b" + n(k) + " + k0, c" + n(k) + ");\n";
+        if (keep) head += "      sa_keep4(" + kept + ", c" + n(k) + ");\n";
+      }
+      return (walk == Walk::kStreamed
+                  ? "#pragma unroll 4\n    for (int64_t k0 = (int64_t)ty * 4" + runs +
+                        "; k0 < R; k0 += TY * 4) {\n"
+                  : "#pragma unroll 4\n    for (int64_t k0 = lo + (int64_t)ty * 4" + runs +
+                        "; k0 < hi; k0 += TY * 4) {\n") +
+             body;
+    };
+    if (fours) {
+      for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+        if (!plan.inputs[k].per_element) continue;
+        element_loads += "        const float in" + n(k) + " = c" + n(k) +
+                         (plan.inputs[k].segmented ? ";\n" : "[q];\n");
       }
       run =
           "#pragma unroll\n      for (int q = 0; q < 4; ++q) {\n        const int64_t k = k0 + "
           "q;\n";
       run_end = "      }\n";
     } else {
-      head = walk == Walk::kCpu
-                 ? "for (int64_t k = 0; k < R; ++k) {\n"
-                 : "#pragma unroll 8\n    for (int64_t k = ty; live && k < R; k += TY) {\n";
       element_loads = loads(plan, "      ");
     }
     const std::string end = in2 + std::string("}\n");
@@ -1049,7 +1150,7 @@ std::string row_body(const RowPlan& plan, Walk walk) {
       for (const RowAccumulator& a : plan.accumulators) {
         if (a.pass != pass) continue;
         declarations += declare(a, in2);
-        combines += cuda ? combine(a, in2) : finish(a, in2);
+        combines += cuda ? combine(a, in2, 0, combiner) : finish(a, in2);
         updates += "      " + update(a) + "\n";
         only_sums = only_sums && a.kind == "sum";
         sums += (sums.empty() ? "" : ", ") + a.name;
@@ -1059,16 +1160,16 @@ std::string row_body(const RowPlan& plan, Walk walk) {
       std::string simd = !cuda && only_sums
                              ? in2 + std::string("#pragma omp simd reduction(+ : ") + sums + ")\n"
                              : "";
-      row += in2 + std::string("// pass ") + n(pass) + "\n" + declarations + simd + in2 + head +
-             run + element_loads + lines_at(plan, true, pass - 1, "      ") + updates + run_end +
-             end + combines + lines_at(plan, false, pass, in2);
+      row += in2 + std::string("// pass ") + n(pass) + "\n" + declarations + simd + in2 +
+             head_of(pass == 1) + run + element_loads + lines_at(plan, true, pass - 1, "      ") +
+             updates + run_end + end + combines + lines_at(plan, false, pass, in2);
     }
     // The outputs, element by element; a streamed walk's 4 at a time, as read.
     std::string element_writes, results, stores;
     for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
       const RowOutput& out = plan.outputs[j];
       if (!out.per_element) continue;
-      if (walk == Walk::kStreamed) {
+      if (fours) {
         results += "      float r" + n(j) + "[4];\n";
         element_writes += "        r" + n(j) + "[q] = " + out.variable + ";\n";
         stores += "      sa_store4(out" + n(j) + " + o * R + k0, r" + n(j) + ");\n";
@@ -1078,15 +1179,18 @@ std::string row_body(const RowPlan& plan, Walk walk) {
       }
     }
     if (!element_writes.empty()) {
-      row += in2 + std::string("// the outputs\n") + in2 + head + results + run + element_loads +
-             lines_at(plan, true, plan.passes, "      ") + element_writes + run_end + stores + end;
+      row += in2 + std::string("// the outputs\n") + in2 + head_of(plan.passes == 0) + results +
+             run + element_loads + lines_at(plan, true, plan.passes, "      ") + element_writes +
+             run_end + stores + end;
     }
   }
   for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
     const RowOutput& out = plan.outputs[j];
     if (!out.per_element) {
-      row += in2 + std::string(cuda ? "if (live && ty == 0) " : "") + "sa_store(&out" + n(j) +
-             "[row], " + out.variable + ");\n";
+      const char* writer = walk == Walk::kClustered ? "if (ty == 0 && rank == 0) "
+                           : cuda                   ? "if (live && ty == 0) "
+                                                    : "";
+      row += in2 + std::string(writer) + "sa_store(&out" + n(j) + "[row], " + out.variable + ");\n";
     }
   }
   return row;
@@ -1292,6 +1396,34 @@ std::string quad_label(const StridedShape& shape) {
 /// first entry of kStreamedDefaults whose bound the row's length meets.
 constexpr int kStreamedThreads[] = {128, 256, 512, 1024};
 constexpr int kStreamedConfig = 200;
+
+/// The clustered walk's shapes (config ids 400..): CL blocks a row (up to 8 portable, 16 on an
+/// H100/H200 with the non-portable opt-in), TY threads each. By default the first whose
+/// segments take at most kClusteredBytes of shared memory a block (three blocks an SM), and
+/// the tuner tries it, the next and the one before.
+struct ClusteredShape {
+  int blocks, threads;
+};
+constexpr ClusteredShape kClusteredShapes[] = {{4, 512}, {8, 256}, {8, 512}, {16, 256}, {16, 512}};
+constexpr int kClusteredConfig = 400;
+constexpr long long kClusteredBytes = 72 * 1024;      // a block's share by default
+constexpr long long kClusteredMaxBytes = 200 * 1024;  // of the 227 KB a block may opt into
+
+/// The elements of a row each block of a cluster of `blocks` keeps: a multiple of 4.
+long long clustered_segment(long long R, int blocks) {
+  return (R + 4LL * blocks - 1) / (4LL * blocks) * 4;
+}
+
+/// The clustered shape the launcher takes by default for rows of R elements and `held` inputs
+/// kept: the first portable one of 256 threads whose segments fit kClusteredBytes; -1 if none.
+int clustered_default(long long R, int kept) {
+  for (int c = 0; c < static_cast<int>(std::size(kClusteredShapes)); ++c) {
+    const ClusteredShape& shape = kClusteredShapes[c];
+    if (shape.threads != 256 || shape.blocks > 8) continue;
+    if (clustered_segment(R, shape.blocks) * 4 * kept <= kClusteredBytes) return c;
+  }
+  return -1;
+}
 struct StreamedDefault {
   long long min_length;
   int threads;  // in kStreamedThreads
@@ -1435,10 +1567,11 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       std::string(has_lse ? "  __shared__ sa_ms red_ms[TX == 1 ? 32 : TX * TY];\n" : "") +
       std::string(has_moments ? "  __shared__ sa_mv red_mv[TX == 1 ? 32 : TX * TY];\n" : "");
   source +=
-      "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n"
+      "#include <cuda_runtime.h>\n#include <cooperative_groups.h>\n\n"
+      "#define SA_FN static __device__ __forceinline__\n"
       "#define SA_STEP(step) (step)\n";
   source += std::string(kExpressionHelpers) + dtype_helpers(device) + kIndexHelper + kArgHelpers +
-            kLanesHelper + kCudaCombine + "\n" + kCudaGridHelper + "\n";
+            kLanesHelper + kCudaCombine + kWalkHelpers + "\n" + kCudaGridHelper + "\n";
   source +=
       "// Any rows: a block takes TX rows side by side and splits each among TY threads, a row's\n"
       "// element k going to thread k % TY.\n"
@@ -1499,6 +1632,69 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "    const bool live = true;\n"
       "    const int64_t o = row;\n" +
       row_body(plan, Walk::kStreamed) + "  }\n}\n\n";
+  const std::string held_count = n(kept_inputs(plan));
+  source +=
+      "// Contiguous rows too long for a block (I == 1, 4 | R, aligned): CL blocks a row (a\n"
+      "// cluster), block r taking the segment [r * seg, (r + 1) * seg) with its TY threads, 4\n"
+      "// elements at a time, read once and kept in shared memory for the later passes.\n"
+      "template <int CL, int TY>\n"
+      "static __global__ void __launch_bounds__(TY) fused_rows_clustered(" +
+      params + ") {\n  constexpr int TX = 1;\n" + shared +
+      "  extern __shared__ float4 sa_kept[];\n"
+      "  float* kept = reinterpret_cast<float*>(sa_kept);  // " +
+      held_count +
+      " input(s), seg floats each\n"
+      "  constexpr bool LANES = true;\n"
+      "  const int tx = 0, ty = threadIdx.x;\n"
+      "  const int64_t i = 0;\n"
+      "  const int rank = (int)(blockIdx.x % CL);\n"
+      "  const int64_t seg = (R + 4 * CL - 1) / (4 * CL) * 4;\n"
+      "  const int64_t lo = rank * seg, hi = lo + seg < R ? lo + seg : R;\n"
+      "  for (int64_t row = blockIdx.x / CL; row < O; row += gridDim.x / CL) {\n"
+      "    const bool live = true;\n"
+      "    const int64_t o = row;\n" +
+      row_body(plan, Walk::kClustered) + "  }\n}\n\n";
+  source +=
+      "// Whether the device runs clusters (compute capability 9.0 on).\n"
+      "static bool sa_clusters() {\n"
+      "  static int major = -1;\n"
+      "  if (major < 0) {\n"
+      "    int device = 0;\n"
+      "    if (cudaGetDevice(&device) != cudaSuccess ||\n"
+      "        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != "
+      "cudaSuccess)\n"
+      "      major = 0;\n"
+      "  }\n"
+      "  return major >= 9;\n}\n\n"
+      "template <int CL, int TY>\n"
+      "static int launch_clustered(" +
+      params +
+      ", cudaStream_t stream) {\n"
+      "  const int64_t seg = (R + 4 * CL - 1) / (4 * CL) * 4;\n"
+      "  const size_t bytes = (size_t)seg * " +
+      held_count +
+      " * sizeof(float);\n"
+      "  auto kernel = fused_rows_clustered<CL, TY>;\n"
+      "  cudaError_t e = cudaFuncSetAttribute(kernel, "
+      "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);\n"
+      "  if (e == cudaSuccess && CL > 8)\n"
+      "    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
+      "  if (e != cudaSuccess) return (int)e;\n"
+      "  const int64_t rows = O < INT32_MAX / CL ? O : INT32_MAX / CL;\n"
+      "  cudaLaunchAttribute cluster[1];\n"
+      "  cluster[0].id = cudaLaunchAttributeClusterDimension;\n"
+      "  cluster[0].val.clusterDim.x = CL;\n"
+      "  cluster[0].val.clusterDim.y = 1;\n"
+      "  cluster[0].val.clusterDim.z = 1;\n"
+      "  cudaLaunchConfig_t config = {};\n"
+      "  config.gridDim = dim3((unsigned)(rows * CL));\n"
+      "  config.blockDim = dim3(TY);\n"
+      "  config.dynamicSmemBytes = bytes;\n"
+      "  config.stream = stream;\n"
+      "  config.attrs = cluster;\n"
+      "  config.numAttrs = 1;\n"
+      "  return (int)cudaLaunchKernelEx(&config, kernel, " +
+      args + ");\n}\n\n";
   source +=
       "template <int TY>\n"
       "static int launch_streamed(" +
@@ -1591,6 +1787,22 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     chosen +=
         "    case " + n(kStreamedConfig + c) + ": if (streamed) return " + call + "; break;\n";
   }
+  // The clustered walk: where clusters run and a block's segment fits its shared memory.
+  const auto segment_bytes = [&](const ClusteredShape& shape) {
+    return "(R + " + n(4 * shape.blocks) + " - 1) / " + n(4 * shape.blocks) + " * " +
+           n(4 * kept_inputs(plan)) + " <= ";
+  };
+  std::string clustered_by_length;
+  for (std::size_t c = 0; c < std::size(kClusteredShapes); ++c) {
+    const ClusteredShape& shape = kClusteredShapes[c];
+    const std::string call =
+        "launch_clustered<" + n(shape.blocks) + ", " + n(shape.threads) + ">(" + args + ", s)";
+    chosen += "    case " + n(kClusteredConfig + c) + ": if (clustered && " + segment_bytes(shape) +
+              n(kClusteredMaxBytes) + ") return " + call + "; break;\n";
+    if (shape.threads != 256 || shape.blocks > 8) continue;  // as clustered_default
+    clustered_by_length +=
+        "    if (" + segment_bytes(shape) + n(kClusteredBytes) + ") return " + call + ";\n";
+  }
   for (const StreamedDefault& d : kStreamedDefaults) {
     streamed_by_length += "    " + (d.min_length ? "if (R >= " + n(d.min_length) + ") " : "") +
                           "return launch_streamed<" + n(kStreamedThreads[d.threads]) + ">(" + args +
@@ -1625,9 +1837,10 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
             "  const bool quads = " +
             quads +
             ";\n"
+            "  const bool clustered = streamed && !cached && sa_clusters();\n"
             "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
-            chosen + "  }\n  if (cached) {\n" + by_length + "  }\n  if (streamed) {\n" +
-            streamed_by_length + "  }\n";
+            chosen + "  }\n  if (cached) {\n" + by_length + "  }\n  if (clustered) {\n" +
+            clustered_by_length + "  }\n  if (streamed) {\n" + streamed_by_length + "  }\n";
   // A default's launch, behind the bounds (those set) the rows must meet.
   const auto launch_if = [&](const char* indent, std::vector<std::string> bounds,
                              const std::string& walk, const StridedShape& shape) {
@@ -1811,10 +2024,28 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
                                                   " threads x " + n(shape.runs) + " runs of 4"});
     }
     if (!configs.empty()) return configs;
-    // The streamed walk: the default block size first, then its neighbours.
+    // The clustered walk where a segment fits a block's shared memory: the default shape
+    // first, then the others in order, up to three; then the streamed walk's default.
+    const int kept = kept_inputs(plan);
+    const int clustered = clustered_default(R, kept);
+    std::vector<int> order;
+    if (clustered >= 0) order.push_back(clustered);
+    for (int c = 0; c < static_cast<int>(std::size(kClusteredShapes)) && order.size() < 3; ++c) {
+      const long long bytes = clustered_segment(R, kClusteredShapes[c].blocks) * 4 * kept;
+      if (c != clustered && bytes <= kClusteredMaxBytes) order.push_back(c);
+    }
+    for (int c : order) {
+      configs.push_back({kClusteredConfig + c, "a row a cluster of " +
+                                                   n(kClusteredShapes[c].blocks) + " blocks, " +
+                                                   n(kClusteredShapes[c].threads) +
+                                                   " threads each, kept in shared memory"});
+    }
+    // The streamed walk: the default block size first, then its neighbours (after the
+    // clustered shapes, its default alone).
     const int by_default = streamed_default(R);
     for (int c : {by_default, by_default + 1, by_default - 1}) {
       if (c < 0 || c >= static_cast<int>(std::size(kStreamedThreads))) continue;
+      if (!order.empty() && c != by_default) continue;
       configs.push_back({kStreamedConfig + c, "a row a block, " + n(kStreamedThreads[c]) +
                                                   " threads, 4 elements at a time"});
     }

@@ -46,6 +46,7 @@ struct RowInput {
   // the quad walk does not.
   bool segmented = false;
   std::int64_t run = 1;  // segmented: div_r at capture, the elements a value holds for in a row
+  bool per_row = true;   // it varies from row to row (a norm's weight does not)
   std::string dtype = "float32";  // float32, bfloat16 or float16; read as float32
 };
 

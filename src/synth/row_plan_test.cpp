@@ -91,23 +91,43 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
   EXPECT_EQ(three.find("launch_cached<1, 1024, 4>("), std::string::npos);  // over 64 registers
 }
 
-TEST(SynthRowPlan, RowsLongerThanTheRegistersHoldAreStreamedFourElementsAtATime) {
-  // A layer norm over 65536 elements a row: two statistics passes and the output pass each
-  // read the row 4 elements at a time, and the outputs are written 4 at a time.
+TEST(SynthRowPlan, RowsLongerThanTheRegistersHoldAreKeptInAClustersSharedMemory) {
+  // A layer norm over 65536 elements a row: a cluster of blocks takes each row, each block a
+  // segment that it reads 4 elements at a time once and keeps in shared memory for the output
+  // pass; the weight and bias, the same for every row, are read again from the cache.
   RowPlan norm;
-  ASSERT_TRUE(plan_rows(read(layer_norm(4, 65536)), &norm).ok());
+  Graph g = read(layer_norm(4, 65536));
+  ASSERT_TRUE(plan_rows(g, &norm).ok());
+  std::string x, w;
+  for (std::size_t k = 0; k < norm.inputs.size(); ++k) {
+    const std::string& name = g.values[norm.inputs[k].value].name;
+    if (name == "x") x = std::to_string(k);
+    if (name == "p_w") w = std::to_string(k);
+  }
+  EXPECT_TRUE(norm.inputs[std::stoi(x)].per_row);
+  EXPECT_FALSE(norm.inputs[std::stoi(w)].per_row);
   const std::string source = row_kernel_source(norm, "cuda");
-  EXPECT_NE(source.find("for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {\n"
-                        "      float c0[4];\n      sa_load4(b0 + k0, c0);"),
+  EXPECT_NE(source.find("for (int64_t k0 = lo + (int64_t)ty * 4; k0 < hi; k0 += TY * 4) {"),
+            std::string::npos);
+  EXPECT_NE(source.find("sa_load4(b" + x + " + k0, c" + x + ");\n      sa_keep4(kept + 0 * seg"),
             std::string::npos)
       << source;
+  EXPECT_NE(source.find("sa_take4(kept + 0 * seg + (k0 - lo), c" + x + ");"), std::string::npos);
+  EXPECT_EQ(source.find("kept + 1 * seg"), std::string::npos);  // one input kept
+  EXPECT_NE(source.find("sa_cluster_combine<TX, TY, LANES>("), std::string::npos);
   EXPECT_NE(source.find("sa_store4(out0 + o * R + k0, r0);"), std::string::npos);
-  // The tuner tries the streamed block sizes, the default (512 threads for such rows) first,
+  // The tuner tries the clustered shapes whose segments fit, the default (8 blocks of 256
+  // threads: 32 KB a block) first, then the streamed walk (a row a block, read each pass),
   // and the kernel has a case for each.
   const auto configs = row_configs(norm, "cuda");
-  ASSERT_EQ(configs.size(), 3u);
-  EXPECT_EQ(configs[0].label, "a row a block, 512 threads, 4 elements at a time");
-  expect_a_case_for_each(source, configs, "if (streamed) return ");
+  ASSERT_EQ(configs.size(), 4u);
+  EXPECT_EQ(configs[0].label,
+            "a row a cluster of 8 blocks, 256 threads each, kept in shared memory");
+  EXPECT_EQ(configs[3].label, "a row a block, 512 threads, 4 elements at a time");
+  expect_a_case_for_each(source, {configs.begin(), configs.begin() + 3}, "if (clustered && ");
+  expect_a_case_for_each(source, {configs[3]}, "if (streamed) return ");
+  EXPECT_NE(source.find("for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {"),
+            std::string::npos);
   // The same at a length that is no power of two; rows of 4 | R only.
   RowPlan other;
   ASSERT_TRUE(plan_rows(read(layer_norm(3, 40004)), &other).ok());
@@ -377,7 +397,9 @@ TEST(SynthRowPlan, AnInputBroadcastAlongPartOfTheRowIsReadAtAnIndexOfItsOwn) {
   // it holds its value that long (4 | H * W, checked at run time); the quad walk never runs.
   EXPECT_EQ(by_name["w"].run, 30);  // H * W
   const std::string cuda = row_kernel_source(plan, "cuda");
-  EXPECT_NE(cuda.find("sa_index(k0, " + w + "_div_r, " + w + "_mod_r)"), std::string::npos);
+  EXPECT_NE(cuda.find("sa_index32((uint32_t)k0, (uint32_t)" + w + "_div_r"), std::string::npos);
+  // The streamed and clustered walks divide only where a run ends.
+  EXPECT_NE(cuda.find("const int64_t r = sa_quot(k0, " + w + "_div_r);"), std::string::npos);
   EXPECT_NE(cuda.find(w + "_div_r % 4 == 0"), std::string::npos);
   EXPECT_NE(cuda.find("return launch_streamed<"), std::string::npos);
   EXPECT_EQ(cuda.find("return launch_quads<"), std::string::npos);
