@@ -1,6 +1,9 @@
 #include "store/store.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "util/files.h"
 
@@ -80,6 +83,8 @@ int step_record(Statement& st, std::optional<nlohmann::json>* record) {
 
 }  // namespace
 
+constexpr int kBusyTimeoutMs = 30000;
+
 std::filesystem::path default_store_path() {
   if (const char* env = std::getenv("CUDA_AGENT_STORE"); env && *env) return env;
   return default_cache_dir() / "store.sqlite";
@@ -94,11 +99,24 @@ Status Store::Open(const std::filesystem::path& path, std::unique_ptr<Store>* st
     sqlite3_close(db);
     return Status::IoError("cannot open the run store " + path.string() + ": " + message);
   }
-  sqlite3_busy_timeout(db, 30000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   std::unique_ptr<Store> opened(new Store(db, path));
-  Status s = opened->exec("PRAGMA journal_mode=WAL;");
-  if (s.ok()) s = opened->exec(kSchema);
-  if (!s.ok()) return s;
+  // Several processes opening a new store at once (a benchmark's parallel jobs) contend for the
+  // switch to WAL and the schema, where SQLite can answer "database is locked" without waiting
+  // in its busy handler: such a statement is tried again, for as long as the busy timeout.
+  for (const char* sql : {"PRAGMA journal_mode=WAL;", kSchema}) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+    for (int wait_ms = 2;; wait_ms = std::min(2 * wait_ms, 100)) {
+      Status s = opened->exec(sql);
+      if (s.ok()) break;
+      const int code = sqlite3_errcode(db) & 0xff;
+      if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+          std::chrono::steady_clock::now() > deadline)
+        return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    }
+  }
   *store = std::move(opened);
   return Status::OK();
 }

@@ -1,6 +1,10 @@
 #include "store/store.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <vector>
 
 #include "util/files.h"
 
@@ -104,6 +108,42 @@ TEST(Store, EvaluationsAreAppendedWithIds) {
   nlohmann::json back;
   ASSERT_TRUE(store->get_evaluation(second, &back).ok());
   EXPECT_EQ(back["reward"], -1);
+}
+
+TEST(Store, ProcessesOpeningAFreshStoreAtOnceAllGetIt) {
+  // Several evaluations started together on a new machine (a benchmark's parallel jobs) each
+  // open the store while the first is still creating it: each waits its turn, none fails.
+  for (int round = 0; round < 4; ++round) {
+    TempDir dir;
+    const auto path = dir.path() / "store.sqlite";
+    constexpr int kJobs = 48;
+    std::vector<pid_t> children;
+    for (int j = 0; j < kJobs; ++j) {
+      const pid_t pid = fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        std::unique_ptr<Store> store;
+        long long id = 0;
+        Status s = Store::Open(path, &store);
+        if (s.ok()) s = store->add_evaluation({{"job", j}}, &id);
+        if (!s.ok()) std::fprintf(stderr, "job %d: %s\n", j, s.message().c_str());
+        _exit(s.ok() ? 0 : 1);
+      }
+      children.push_back(pid);
+    }
+    int failed = 0;
+    for (pid_t pid : children) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    EXPECT_EQ(failed, 0) << "round " << round;
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(path, &store).ok());
+    long long count = 0;
+    ASSERT_TRUE(store->count_evaluations(&count).ok());
+    EXPECT_EQ(count, kJobs);
+  }
 }
 
 TEST(Store, UnopenablePathIsAnError) {
