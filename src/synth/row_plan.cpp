@@ -1398,13 +1398,15 @@ constexpr int kStreamedThreads[] = {128, 256, 512, 1024};
 constexpr int kStreamedConfig = 200;
 
 /// The clustered walk's shapes (config ids 400..): CL blocks a row (up to 8 portable, 16 on an
-/// H100/H200 with the non-portable opt-in), TY threads each. By default the first whose
-/// segments take at most kClusteredBytes of shared memory a block (three blocks an SM), and
-/// the tuner tries it, the next and the one before.
+/// H100/H200 with the non-portable opt-in), TY threads each. By default the first portable one
+/// of 256 threads whose segments take at most kClusteredBytes of shared memory a block (three
+/// blocks an SM); the tuner tries it and then the others whose segments fit, up to four. On an
+/// H200, rows of 65536 and 131072 floats (an instance norm, group norms) ran fastest as 8
+/// blocks of 256 threads: 4 x 512 and 8 x 512 took 1.03-1.42x as long (bench/README.md).
 struct ClusteredShape {
   int blocks, threads;
 };
-constexpr ClusteredShape kClusteredShapes[] = {{4, 512}, {8, 256}, {8, 512}, {16, 256}, {16, 512}};
+constexpr ClusteredShape kClusteredShapes[] = {{8, 256}, {16, 256}, {16, 128}, {8, 512}, {4, 512}};
 constexpr int kClusteredConfig = 400;
 constexpr long long kClusteredBytes = 72 * 1024;      // a block's share by default
 constexpr long long kClusteredMaxBytes = 200 * 1024;  // of the 227 KB a block may opt into
@@ -2025,12 +2027,12 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
     }
     if (!configs.empty()) return configs;
     // The clustered walk where a segment fits a block's shared memory: the default shape
-    // first, then the others in order, up to three; then the streamed walk's default.
+    // first, then the others in order, up to four; then the streamed walk's default.
     const int kept = kept_inputs(plan);
     const int clustered = clustered_default(R, kept);
     std::vector<int> order;
     if (clustered >= 0) order.push_back(clustered);
-    for (int c = 0; c < static_cast<int>(std::size(kClusteredShapes)) && order.size() < 3; ++c) {
+    for (int c = 0; c < static_cast<int>(std::size(kClusteredShapes)) && order.size() < 4; ++c) {
       const long long bytes = clustered_segment(R, kClusteredShapes[c].blocks) * 4 * kept;
       if (c != clustered && bytes <= kClusteredMaxBytes) order.push_back(c);
     }
