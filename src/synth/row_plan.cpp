@@ -1397,16 +1397,17 @@ std::string quad_label(const StridedShape& shape) {
 constexpr int kStreamedThreads[] = {128, 256, 512, 1024};
 constexpr int kStreamedConfig = 200;
 
-/// The clustered walk's shapes (config ids 400..): CL blocks a row (up to 8 portable, 16 on an
-/// H100/H200 with the non-portable opt-in), TY threads each. By default the first portable one
-/// of 256 threads whose segments take at most kClusteredBytes of shared memory a block (three
-/// blocks an SM); the tuner tries it and then the others whose segments fit, up to four. On an
-/// H200, rows of 65536 and 131072 floats (an instance norm, group norms) ran fastest as 8
-/// blocks of 256 threads: 4 x 512 and 8 x 512 took 1.03-1.42x as long (bench/README.md).
+/// The clustered walk's shapes (config ids 400..): CL blocks a row, TY threads each. By default
+/// the first portable one (CL <= 8) of 256 threads whose segments take at most kClusteredBytes
+/// of shared memory a block (three blocks an SM); the tuner tries it and then the others whose
+/// segments fit. On an H200, rows of 65536 and 131072 floats (an instance norm, group norms)
+/// ran fastest as 8 blocks of 256 threads; 8 x 512 and 4 x 512 took 1.03-1.42x as long, and
+/// clusters of 16 blocks (the non-portable size, 128 or 256 threads) 1.12-1.56x
+/// (bench/README.md), so the tuner does not try those.
 struct ClusteredShape {
   int blocks, threads;
 };
-constexpr ClusteredShape kClusteredShapes[] = {{8, 256}, {16, 256}, {16, 128}, {8, 512}, {4, 512}};
+constexpr ClusteredShape kClusteredShapes[] = {{8, 256}, {8, 512}, {4, 512}};
 constexpr int kClusteredConfig = 400;
 constexpr long long kClusteredBytes = 72 * 1024;      // a block's share by default
 constexpr long long kClusteredMaxBytes = 200 * 1024;  // of the 227 KB a block may opt into
@@ -1679,8 +1680,6 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "  auto kernel = fused_rows_clustered<CL, TY>;\n"
       "  cudaError_t e = cudaFuncSetAttribute(kernel, "
       "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);\n"
-      "  if (e == cudaSuccess && CL > 8)\n"
-      "    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);\n"
       "  if (e != cudaSuccess) return (int)e;\n"
       "  const int64_t rows = O < INT32_MAX / CL ? O : INT32_MAX / CL;\n"
       "  cudaLaunchAttribute cluster[1];\n"
@@ -2027,12 +2026,12 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
     }
     if (!configs.empty()) return configs;
     // The clustered walk where a segment fits a block's shared memory: the default shape
-    // first, then the others in order, up to four; then the streamed walk's default.
+    // first, then the others in order; then the streamed walk's default.
     const int kept = kept_inputs(plan);
     const int clustered = clustered_default(R, kept);
     std::vector<int> order;
     if (clustered >= 0) order.push_back(clustered);
-    for (int c = 0; c < static_cast<int>(std::size(kClusteredShapes)) && order.size() < 4; ++c) {
+    for (int c = 0; c < static_cast<int>(std::size(kClusteredShapes)); ++c) {
       const long long bytes = clustered_segment(R, kClusteredShapes[c].blocks) * 4 * kept;
       if (c != clustered && bytes <= kClusteredMaxBytes) order.push_back(c);
     }

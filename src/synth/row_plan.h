@@ -12,15 +12,17 @@
 /// along D) or per row. An input is read through a (div, mod, stride) per group of dims, which
 /// model_new.py computes from the tensors' sizes at run time, so one kernel serves any size.
 ///
-/// On CUDA the rows are walked one of three ways, by what the sizes and addresses allow at run
+/// On CUDA the rows are walked one of five ways, by what the sizes and addresses allow at run
 /// time: cached (a contiguous, 16-byte-aligned row of up to 32768 elements read once, 16 bytes
-/// at a time, into registers that every pass reads; a warp or a block a row), streamed (such a
-/// row too long for the registers: a block a row, 16 bytes at a time, once per pass), quads
-/// (rows inner apart, 4 | inner: a thread takes four neighbouring rows, element k of all four
-/// one 16-byte load, and computes each op per lane; a block takes TX quads side by side, TY
-/// threads splitting each) or strided (any rows: a block takes TX rows side by side, so that a
-/// warp reads consecutive addresses when rows are strided, and TY threads split each row,
-/// element by element).
+/// at a time, into registers that every pass reads; a warp or a block a row), clustered (such a
+/// row too long for the registers, on sm_90: a cluster of blocks a row, each reading its
+/// segment once, 16 bytes at a time, into shared memory that the later passes read, partial
+/// results meeting through distributed shared memory), streamed (a block a row, 16 bytes at a
+/// time, once per pass), quads (rows inner apart, 4 | inner: a thread takes four neighbouring
+/// rows, element k of all four one 16-byte load, and computes each op per lane; a block takes
+/// TX quads side by side, TY threads splitting each) or strided (any rows: a block takes TX rows
+/// side by side, so that a warp reads consecutive addresses when rows are strided, and TY
+/// threads split each row, element by element).
 /// Partial results meet by warp shuffles and shared memory. Each walk's block shapes are
 /// launch configurations the tuner times (row_configs). On the CPU (OpenMP) each thread takes
 /// whole rows.

@@ -120,12 +120,12 @@ TEST(SynthRowPlan, RowsLongerThanTheRegistersHoldAreKeptInAClustersSharedMemory)
   // threads: 32 KB a block) first, then the streamed walk (a row a block, read each pass),
   // and the kernel has a case for each.
   const auto configs = row_configs(norm, "cuda");
-  ASSERT_EQ(configs.size(), 5u);
+  ASSERT_EQ(configs.size(), 4u);
   EXPECT_EQ(configs[0].label,
             "a row a cluster of 8 blocks, 256 threads each, kept in shared memory");
-  EXPECT_EQ(configs[4].label, "a row a block, 512 threads, 4 elements at a time");
-  expect_a_case_for_each(source, {configs.begin(), configs.begin() + 4}, "if (clustered && ");
-  expect_a_case_for_each(source, {configs[4]}, "if (streamed) return ");
+  EXPECT_EQ(configs[3].label, "a row a block, 512 threads, 4 elements at a time");
+  expect_a_case_for_each(source, {configs.begin(), configs.begin() + 3}, "if (clustered && ");
+  expect_a_case_for_each(source, {configs[3]}, "if (streamed) return ");
   EXPECT_NE(source.find("for (int64_t k0 = (int64_t)ty * 4; k0 < R; k0 += TY * 4) {"),
             std::string::npos);
   // The same at a length that is no power of two; rows of 4 | R only.
