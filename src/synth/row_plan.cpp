@@ -1789,20 +1789,25 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
         "    case " + n(kStreamedConfig + c) + ": if (streamed) return " + call + "; break;\n";
   }
   // The clustered walk: where clusters run and a block's segment fits its shared memory.
+  // A block's shared memory: its segment, ceil(R / 4CL) runs of 4 floats (16 bytes) of each
+  // input kept.
   const auto segment_bytes = [&](const ClusteredShape& shape) {
     return "(R + " + n(4 * shape.blocks) + " - 1) / " + n(4 * shape.blocks) + " * " +
-           n(4 * kept_inputs(plan)) + " <= ";
+           n(16 * kept_inputs(plan)) + " <= ";
   };
   std::string clustered_by_length;
   for (std::size_t c = 0; c < std::size(kClusteredShapes); ++c) {
     const ClusteredShape& shape = kClusteredShapes[c];
     const std::string call =
         "launch_clustered<" + n(shape.blocks) + ", " + n(shape.threads) + ">(" + args + ", s)";
+    // A launch the device refuses (a cluster it cannot place, on a MIG slice say) leaves the
+    // rows to the streamed walk, its error cleared.
+    const std::string tried = "if (" + call + " == 0) return 0;\n      (void)cudaGetLastError();\n";
     chosen += "    case " + n(kClusteredConfig + c) + ": if (clustered && " + segment_bytes(shape) +
-              n(kClusteredMaxBytes) + ") return " + call + "; break;\n";
+              n(kClusteredMaxBytes) + ") {\n      " + tried + "    }\n    break;\n";
     if (shape.threads != 256 || shape.blocks > 8) continue;  // as clustered_default
     clustered_by_length +=
-        "    if (" + segment_bytes(shape) + n(kClusteredBytes) + ") return " + call + ";\n";
+        "    if (" + segment_bytes(shape) + n(kClusteredBytes) + ") {\n      " + tried + "    }\n";
   }
   for (const StreamedDefault& d : kStreamedDefaults) {
     streamed_by_length += "    " + (d.min_length ? "if (R >= " + n(d.min_length) + ") " : "") +

@@ -115,6 +115,14 @@ TEST(SynthRowPlan, RowsLongerThanTheRegistersHoldAreKeptInAClustersSharedMemory)
   EXPECT_NE(source.find("sa_take4(kept + 0 * seg + (k0 - lo), c" + x + ");"), std::string::npos);
   EXPECT_EQ(source.find("kept + 1 * seg"), std::string::npos);  // one input kept
   EXPECT_NE(source.find("sa_cluster_combine<TX, TY, LANES>("), std::string::npos);
+  // By default 8 blocks a row where a block's segment (R / 32 runs of 16 bytes) fits 72 KB; a
+  // launch the device refuses falls through to the streamed walk.
+  const std::size_t by_default = source.find(
+      "if ((R + 32 - 1) / 32 * 16 <= 73728) {\n      if ("
+      "launch_clustered<8, 256>(");
+  ASSERT_NE(by_default, std::string::npos);
+  EXPECT_LT(source.find("(void)cudaGetLastError();", by_default),
+            source.find("if (streamed) {", by_default));
   EXPECT_NE(source.find("sa_store4(out0 + o * R + k0, r0);"), std::string::npos);
   // The tuner tries the clustered shapes whose segments fit, the default (8 blocks of 256
   // threads: 32 KB a block) first, then the streamed walk (a row a block, read each pass),
