@@ -897,39 +897,29 @@ std::string finish(const RowAccumulator& a, const char* indent) {
 std::string combine(const RowAccumulator& a, const char* indent, int part = 0,
                     const std::string& combiner = "sa_combine") {
   const std::string at = std::string(indent);
-  if (combiner != "sa_combine") {  // the same text, another function of the same signature
-    std::string text = combine(a, indent, part);
-    for (std::size_t p = text.find("sa_combine<"); p != std::string::npos;
-         p = text.find("sa_combine<", p + combiner.size()))
-      text.replace(p, std::string("sa_combine").size(), combiner);
-    return text;
-  }
+  const std::string call = combiner + "<TX, TY, LANES>(";
   if (a.kind == "moments") {
-    return finish(a, indent) + at + "{\n" + at +
-           "  const sa_mv r = sa_combine<TX, TY, LANES>(sa_mv{" + a.name + "_n, " + a.name + ", " +
-           a.name + "_m2}, red_mv, tx, ty, sa_moments_of());\n" + at + "  " + a.name +
-           " = r.mean;\n" + at + "  " + a.name + "_m2 = r.m2;\n" + at + "}\n";
+    return finish(a, indent) + at + "{\n" + at + "  const sa_mv r = " + call + "sa_mv{" + a.name +
+           "_n, " + a.name + ", " + a.name + "_m2}, red_mv, tx, ty, sa_moments_of());\n" + at +
+           "  " + a.name + " = r.mean;\n" + at + "  " + a.name + "_m2 = r.m2;\n" + at + "}\n";
   }
   if (a.kind == "lse" && part == 1)
-    return at + a.name + " = sa_combine<TX, TY, LANES>(" + a.name +
-           ", red, tx, ty, sa_max_of());\n";
+    return at + a.name + " = " + call + a.name + ", red, tx, ty, sa_max_of());\n";
   if (a.kind == "lse" && part == 2) {
-    return at + a.name + "_s = sa_combine<TX, TY, LANES>(" + a.name +
-           "_s, red, tx, ty, sa_add_of());\n";
+    return at + a.name + "_s = " + call + a.name + "_s, red, tx, ty, sa_add_of());\n";
   }
   if (a.kind == "lse") {
-    return at + "{\n" + at + "  const sa_ms r = sa_combine<TX, TY, LANES>(sa_ms{" + a.name + ", " +
-           a.name + "_s}, red_ms, tx, ty, sa_lse_of());\n" + at + "  " + a.name + " = r.m;\n" + at +
-           "  " + a.name + "_s = r.s;\n" + at + "}\n";
+    return at + "{\n" + at + "  const sa_ms r = " + call + "sa_ms{" + a.name + ", " + a.name +
+           "_s}, red_ms, tx, ty, sa_lse_of());\n" + at + "  " + a.name + " = r.m;\n" + at + "  " +
+           a.name + "_s = r.s;\n" + at + "}\n";
   }
   if (a.kind == "argmax" || a.kind == "argmin") {
-    return at + "{\n" + at + "  const sa_vi r = sa_combine<TX, TY, LANES>(sa_vi{" + a.name + ", " +
-           a.name + "_i}, red_vi, tx, ty, sa_" + a.kind + "_of());\n" + at + "  " + a.name +
-           " = r.v;\n" + at + "  " + a.name + "_i = r.i;\n" + at + "}\n";
+    return at + "{\n" + at + "  const sa_vi r = " + call + "sa_vi{" + a.name + ", " + a.name +
+           "_i}, red_vi, tx, ty, sa_" + a.kind + "_of());\n" + at + "  " + a.name + " = r.v;\n" +
+           at + "  " + a.name + "_i = r.i;\n" + at + "}\n";
   }
   const std::string merge = a.kind == "sum" ? "sa_add_of()" : "sa_" + a.kind + "_of()";
-  return at + a.name + " = sa_combine<TX, TY, LANES>(" + a.name + ", red, tx, ty, " + merge +
-         ");\n";
+  return at + a.name + " = " + call + a.name + ", red, tx, ty, " + merge + ");\n";
 }
 
 /// How many inputs the clustered walk keeps in shared memory: those read 4 at a time that vary
@@ -940,15 +930,13 @@ int kept_inputs(const RowPlan& plan) {
   return kept;
 }
 
-/// The value of segmented input k for the run of 4 elements from k0 (4 | div_r: one value), as
-/// an expression ending its statement. short_row: the row has fewer than 2^31 elements (the
-/// cached walk's), so 32-bit arithmetic finds the index.
-std::string segment_load(std::size_t k, bool short_row) {
+/// The cached walk's value of segmented input k for the run of 4 elements from k0 (4 | div_r:
+/// one value), as an expression ending its statement; its rows, of at most 32768 elements, take
+/// 32-bit arithmetic.
+std::string segment_load(std::size_t k) {
   const std::string in = "in" + n(k);
-  const std::string at =
-      short_row ? "sa_index32((uint32_t)k0, (uint32_t)" + in + "_div_r, (uint32_t)" + in + "_mod_r)"
-                : "sa_index(k0, " + in + "_div_r, " + in + "_mod_r)";
-  return "sa_load(b" + n(k) + "[" + at + " * " + in + "_step]);\n";
+  return "sa_load(b" + n(k) + "[sa_index32((uint32_t)k0, (uint32_t)" + in + "_div_r, (uint32_t)" +
+         in + "_mod_r) * " + in + "_step]);\n";
 }
 
 /// The cached walk's loop over a thread's elements (in increasing k): per run of 4 (from k0),
@@ -959,7 +947,7 @@ std::string cached_loop(const RowPlan& plan, int level, const std::string& body,
   std::string segments, loads;  // a segmented input's value, once a run
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (plan.inputs[k].segmented) {
-      segments += "      const float s" + n(k) + " = " + segment_load(k, true);
+      segments += "      const float s" + n(k) + " = " + segment_load(k);
       loads += "        const float in" + n(k) + " = s" + n(k) + ";\n";
     } else if (plan.inputs[k].per_element) {
       loads += "        const float in" + n(k) + " = c" + n(k) + "[4 * j + q];\n";
@@ -1100,7 +1088,7 @@ std::string row_body(const RowPlan& plan, Walk walk) {
       // the run it is in starts in the input (s<k>_at) and where the run ends (s<k>_end), the
       // division done again only past that end.
       std::string runs, body;
-      int held = 0;
+      int kept_index = 0;  // among the inputs the clustered walk keeps
       for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
         if (!plan.inputs[k].per_element) continue;
         if (plan.inputs[k].segmented) {
@@ -1112,16 +1100,15 @@ std::string row_body(const RowPlan& plan, Walk walk) {
                   "      const float c" + n(k) + " = sa_load(b" + n(k) + "[" + at + "]);\n";
           continue;
         }
-        std::string& head = body;
         const bool keep = walk == Walk::kClustered && plan.inputs[k].per_row;
-        const std::string kept = keep ? "kept + " + n(held++) + " * seg + (k0 - lo)" : "";
-        head += "      float c" + n(k) + "[4];\n";
+        const std::string kept = keep ? "kept + " + n(kept_index++) + " * seg + (k0 - lo)" : "";
+        body += "      float c" + n(k) + "[4];\n";
         if (keep && !first) {
-          head += "      sa_take4(" + kept + ", c" + n(k) + ");\n";
+          body += "      sa_take4(" + kept + ", c" + n(k) + ");\n";
           continue;
         }
-        head += "      sa_load4(b" + n(k) + " + k0, c" + n(k) + ");\n";
-        if (keep) head += "      sa_keep4(" + kept + ", c" + n(k) + ");\n";
+        body += "      sa_load4(b" + n(k) + " + k0, c" + n(k) + ");\n";
+        if (keep) body += "      sa_keep4(" + kept + ", c" + n(k) + ");\n";
       }
       return (walk == Walk::kStreamed
                   ? "#pragma unroll 4\n    for (int64_t k0 = (int64_t)ty * 4" + runs +
@@ -1398,7 +1385,7 @@ constexpr int kStreamedThreads[] = {128, 256, 512, 1024};
 constexpr int kStreamedConfig = 200;
 
 /// The clustered walk's shapes (config ids 400..): CL blocks a row, TY threads each. By default
-/// the first portable one (CL <= 8) of 256 threads whose segments take at most kClusteredBytes
+/// the first of 256 threads whose segments take at most kClusteredBytes
 /// of shared memory a block (three blocks an SM); the tuner tries it and then the others whose
 /// segments fit. On an H200, rows of 65536 and 131072 floats (an instance norm, group norms)
 /// ran fastest as 8 blocks of 256 threads; 8 x 512 and 4 x 512 took 1.03-1.42x as long, and
@@ -1417,12 +1404,15 @@ long long clustered_segment(long long R, int blocks) {
   return (R + 4LL * blocks - 1) / (4LL * blocks) * 4;
 }
 
-/// The clustered shape the launcher takes by default for rows of R elements and `held` inputs
-/// kept: the first portable one of 256 threads whose segments fit kClusteredBytes; -1 if none.
+/// Whether the launcher may take the shape by default (where its segments fit kClusteredBytes).
+bool clustered_by_default(const ClusteredShape& shape) { return shape.threads == 256; }
+
+/// The clustered shape the launcher takes by default for rows of R elements and `kept` inputs
+/// kept: the first that may be a default whose segments fit kClusteredBytes; -1 if none.
 int clustered_default(long long R, int kept) {
   for (int c = 0; c < static_cast<int>(std::size(kClusteredShapes)); ++c) {
     const ClusteredShape& shape = kClusteredShapes[c];
-    if (shape.threads != 256 || shape.blocks > 8) continue;
+    if (!clustered_by_default(shape)) continue;
     if (clustered_segment(R, shape.blocks) * 4 * kept <= kClusteredBytes) return c;
   }
   return -1;
@@ -1669,14 +1659,19 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "      major = 0;\n"
       "  }\n"
       "  return major >= 9;\n}\n\n"
+      "// The shared memory a block of a cluster of CL keeps its segment of a row of R in: ceil(R "
+      "/\n"
+      "// 4CL) runs of 4 floats of each input kept.\n"
+      "template <int CL>\n"
+      "static size_t sa_segment_bytes(int64_t R) {\n"
+      "  return (size_t)((R + 4 * CL - 1) / (4 * CL) * 4) * " +
+      held_count +
+      " * sizeof(float);\n}\n\n"
       "template <int CL, int TY>\n"
       "static int launch_clustered(" +
       params +
       ", cudaStream_t stream) {\n"
-      "  const int64_t seg = (R + 4 * CL - 1) / (4 * CL) * 4;\n"
-      "  const size_t bytes = (size_t)seg * " +
-      held_count +
-      " * sizeof(float);\n"
+      "  const size_t bytes = sa_segment_bytes<CL>(R);\n"
       "  auto kernel = fused_rows_clustered<CL, TY>;\n"
       "  cudaError_t e = cudaFuncSetAttribute(kernel, "
       "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);\n"
@@ -1789,11 +1784,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
         "    case " + n(kStreamedConfig + c) + ": if (streamed) return " + call + "; break;\n";
   }
   // The clustered walk: where clusters run and a block's segment fits its shared memory.
-  // A block's shared memory: its segment, ceil(R / 4CL) runs of 4 floats (16 bytes) of each
-  // input kept.
   const auto segment_bytes = [&](const ClusteredShape& shape) {
-    return "(R + " + n(4 * shape.blocks) + " - 1) / " + n(4 * shape.blocks) + " * " +
-           n(16 * kept_inputs(plan)) + " <= ";
+    return "sa_segment_bytes<" + n(shape.blocks) + ">(R) <= ";
   };
   std::string clustered_by_length;
   for (std::size_t c = 0; c < std::size(kClusteredShapes); ++c) {
@@ -1805,7 +1797,7 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     const std::string tried = "if (" + call + " == 0) return 0;\n      (void)cudaGetLastError();\n";
     chosen += "    case " + n(kClusteredConfig + c) + ": if (clustered && " + segment_bytes(shape) +
               n(kClusteredMaxBytes) + ") {\n      " + tried + "    }\n    break;\n";
-    if (shape.threads != 256 || shape.blocks > 8) continue;  // as clustered_default
+    if (!clustered_by_default(shape)) continue;
     clustered_by_length +=
         "    if (" + segment_bytes(shape) + n(kClusteredBytes) + ") {\n      " + tried + "    }\n";
   }

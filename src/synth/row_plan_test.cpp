@@ -115,11 +115,14 @@ TEST(SynthRowPlan, RowsLongerThanTheRegistersHoldAreKeptInAClustersSharedMemory)
   EXPECT_NE(source.find("sa_take4(kept + 0 * seg + (k0 - lo), c" + x + ");"), std::string::npos);
   EXPECT_EQ(source.find("kept + 1 * seg"), std::string::npos);  // one input kept
   EXPECT_NE(source.find("sa_cluster_combine<TX, TY, LANES>("), std::string::npos);
-  // By default 8 blocks a row where a block's segment (R / 32 runs of 16 bytes) fits 72 KB; a
-  // launch the device refuses falls through to the streamed walk.
-  const std::size_t by_default = source.find(
-      "if ((R + 32 - 1) / 32 * 16 <= 73728) {\n      if ("
-      "launch_clustered<8, 256>(");
+  // By default 8 blocks a row where a block's segment (R / 32 runs of 4 floats of the one input
+  // kept) fits 72 KB, the launcher and that bound taking the same size; a launch the device
+  // refuses falls through to the streamed walk.
+  EXPECT_NE(source.find("return (size_t)((R + 4 * CL - 1) / (4 * CL) * 4) * 1 * sizeof(float);"),
+            std::string::npos);
+  EXPECT_NE(source.find("const size_t bytes = sa_segment_bytes<CL>(R);"), std::string::npos);
+  const std::size_t by_default =
+      source.find("if (sa_segment_bytes<8>(R) <= 73728) {\n      if (launch_clustered<8, 256>(");
   ASSERT_NE(by_default, std::string::npos);
   EXPECT_LT(source.find("(void)cudaGetLastError();", by_default),
             source.find("if (streamed) {", by_default));
