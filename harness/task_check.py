@@ -78,9 +78,24 @@ class Run:
         return outputs
 
 
+# Elements compared first, spread evenly over a large output.
+SAMPLE = 4096
+
+
 def matches(expected: list, got: list, atol: float, rtol: float) -> bool:
+    """Whether every output matches. A mismatch among a sample of each large output decides it
+    at once (the degeneracy probes differ nearly everywhere, and the full comparison of millions
+    of values in float64 takes a second on the CPU); a sample that matches proves nothing, so
+    the whole outputs are then compared."""
     if len(expected) != len(got):
         return False
+    for e, g in zip(expected, got):
+        if isinstance(e, torch.Tensor) and isinstance(g, torch.Tensor) and e.shape == g.shape \
+                and e.dtype == g.dtype and e.numel() > SAMPLE:
+            picked = torch.linspace(0, e.numel() - 1, SAMPLE, device=e.device).long()
+            if compare_output(e.reshape(-1)[picked], g.reshape(-1)[picked], atol, rtol,
+                              e.device.type)[0] is not None:
+                return False
     return all(compare_output(e, g, atol, rtol, e.device.type if isinstance(e, torch.Tensor)
                               else "cpu")[0] is None for e, g in zip(expected, got))
 

@@ -82,3 +82,24 @@ def test_shrink_refuses_what_is_not_an_integer_constant():
     with pytest.raises(common.UsageError):
         common.shrink_task(module(), 0)
     assert common.shrink_task(module(rows=8), 4) == {}  # names none: nothing to scale
+
+
+def test_matches_decides_on_the_whole_output_not_only_its_sample():
+    torch.manual_seed(0)
+    expected = torch.randn(300, 1001)
+    assert task_check.matches([expected], [expected.clone()], 1e-2, 1e-2)
+    # One value off, at an index the evenly spread sample skips: still a mismatch.
+    picked = set(torch.linspace(0, expected.numel() - 1, task_check.SAMPLE).long().tolist())
+    hidden = next(i for i in range(expected.numel()) if i not in picked)
+    got = expected.clone()
+    got.view(-1)[hidden] += 1.0
+    assert not task_check.matches([expected], [got], 1e-2, 1e-2)
+    # NaN never matches, wherever it is; different lengths and dtypes never match.
+    got = expected.clone()
+    got.view(-1)[hidden] = float("nan")
+    assert not task_check.matches([expected], [got], 1e-2, 1e-2)
+    assert not task_check.matches([expected], [expected, expected], 1e-2, 1e-2)
+    assert not task_check.matches([expected], [expected.double()], 1e-2, 1e-2)
+    # A non-contiguous output is sampled through its own layout.
+    assert task_check.matches([expected.t()], [expected.t().contiguous()], 1e-2, 1e-2)
+    assert not task_check.matches([expected.t()], [torch.zeros(1001, 300)], 1e-2, 1e-2)
