@@ -42,6 +42,14 @@ CREATE TABLE IF NOT EXISTS evaluations (
   result TEXT NOT NULL,
   created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
 );
+CREATE TABLE IF NOT EXISTS trajectories (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  task_id TEXT NOT NULL,
+  policy TEXT NOT NULL,
+  reward INTEGER,
+  record TEXT NOT NULL,
+  created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
 )sql";
 
 /// A prepared statement that finalizes itself.
@@ -280,6 +288,58 @@ Status Store::count_evaluations(long long* count) {
   Statement st(db_, "SELECT COUNT(*) FROM evaluations");
   if (!st.ok() || st.step() != SQLITE_ROW) return error("count evaluations");
   *count = st.integer(0);
+  return Status::OK();
+}
+
+Status Store::copy_baselines_from(const Store& other) {
+  Statement attach(db_, "ATTACH DATABASE ? AS other");
+  if (!attach.ok()) return error("prepare");
+  attach.bind(1, other.path().string());
+  if (attach.step() != SQLITE_DONE) return error("attach " + other.path().string());
+  Status s = exec("INSERT OR IGNORE INTO main.baselines SELECT * FROM other.baselines");
+  Status detached = exec("DETACH DATABASE other");
+  return s.ok() ? detached : s;
+}
+
+Status Store::add_trajectory(const nlohmann::json& record, long long* id) {
+  Statement st(db_,
+               "INSERT INTO trajectories (task_id, policy, reward, record) VALUES (?, ?, ?, ?)");
+  if (!st.ok()) return error("prepare");
+  const nlohmann::json::json_pointer task("/task/id");
+  st.bind(1, record.contains(task) && record[task].is_string() ? record[task].get<std::string>()
+                                                               : std::string());
+  st.bind(2, record.value("policy", std::string()));
+  const auto reward = record.find("reward");
+  if (reward != record.end() && reward->is_number_integer()) st.bind(3, reward->get<long long>());
+  st.bind(4, record.dump());
+  if (st.step() != SQLITE_DONE) return error("record trajectory");
+  *id = sqlite3_last_insert_rowid(db_);
+  return Status::OK();
+}
+
+Status Store::get_trajectory(long long id, nlohmann::json* record) {
+  Statement st(db_, "SELECT record FROM trajectories WHERE id = ?");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, id);
+  if (st.step() != SQLITE_ROW) return Status::NotFound("run r" + std::to_string(id));
+  *record = nlohmann::json::parse(st.text(0), nullptr, false);
+  if (record->is_discarded()) return Status::Corruption("run r" + std::to_string(id));
+  return Status::OK();
+}
+
+Status Store::list_evaluations(long long after_id, std::vector<nlohmann::json>* results) {
+  Statement st(db_, "SELECT id, result FROM evaluations WHERE id > ? ORDER BY id");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, after_id);
+  results->clear();
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW) {
+    nlohmann::json r = nlohmann::json::parse(st.text(1), nullptr, false);
+    if (r.is_discarded()) return Status::Corruption("evaluation " + std::to_string(st.integer(0)));
+    if (!r.contains("id")) r["id"] = st.integer(0);
+    results->push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return error("list evaluations");
   return Status::OK();
 }
 

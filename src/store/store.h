@@ -2,7 +2,8 @@
 /// (every record, the moment it exists), measured baselines (so eager and torch.compile are timed
 /// once per task, device, torch version and settings), the workspaces that were laid out, with
 /// the checksums of their infrastructure files, and the synthesizer's tuning database (the
-/// fastest launch configuration per kernel pattern, class of sizes and device).
+/// fastest launch configuration per kernel pattern, class of sizes and device), and the
+/// trajectories of agent episodes.
 ///
 /// Several cuda-agent processes may share one store: it runs in WAL mode with a busy timeout.
 #pragma once
@@ -52,6 +53,8 @@ class Store {
   Status delete_workspace(const std::string& path);
 
   Status put_baseline(const std::string& key, const nlohmann::json& record);
+  /// Copies every baseline of other that this store lacks.
+  Status copy_baselines_from(const Store& other);
   /// Empty when nothing is cached under key.
   Status get_baseline(const std::string& key, std::optional<nlohmann::json>* record);
 
@@ -65,6 +68,13 @@ class Store {
   Status add_evaluation(const nlohmann::json& result, long long* id);
   Status get_evaluation(long long id, nlohmann::json* result);
   Status count_evaluations(long long* count);
+  /// Every evaluation with an id above after_id, oldest first (each with its "id").
+  Status list_evaluations(long long after_id, std::vector<nlohmann::json>* results);
+
+  /// An agent episode's trajectory (agent/trajectory.h), filed under a new run id.
+  Status add_trajectory(const nlohmann::json& record, long long* id);
+  /// NotFound when there is no run of that id.
+  Status get_trajectory(long long id, nlohmann::json* record);
 
   const std::filesystem::path& path() const { return path_; }
 

@@ -172,3 +172,51 @@ TEST(Store, PartialEvaluationWithoutARewardIsStored) {
 
 }  // namespace
 }  // namespace cuda_agent
+
+namespace cuda_agent {
+namespace {
+
+TEST(Store, TrajectoriesAreFiledUnderRunIds) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.path() / "s.sqlite", &store).ok());
+  long long a = 0, b = 0;
+  ASSERT_TRUE(
+      store->add_trajectory({{"task", {{"id", "t"}}}, {"policy", "llm"}, {"reward", 3}}, &a).ok());
+  ASSERT_TRUE(store->add_trajectory({{"task", {{"id", "u"}}}, {"policy", "llm"}}, &b).ok());
+  EXPECT_NE(a, b);
+  nlohmann::json back;
+  ASSERT_TRUE(store->get_trajectory(a, &back).ok());
+  EXPECT_EQ(back["reward"], 3);
+  Status missing = store->get_trajectory(b + 10, &back);
+  EXPECT_EQ(missing.code(), Status::Code::kNotFound);
+  EXPECT_NE(missing.message().find("run r"), std::string::npos);
+}
+
+TEST(Store, BaselinesCopyIntoAnotherStoreWithoutOverwriting) {
+  TempDir dir;
+  std::unique_ptr<Store> run, episode;
+  ASSERT_TRUE(Store::Open(dir.path() / "run.sqlite", &run).ok());
+  ASSERT_TRUE(Store::Open(dir.path() / "episode.sqlite", &episode).ok());
+  ASSERT_TRUE(run->put_baseline("a", {{"median_us", 1}}).ok());
+  ASSERT_TRUE(run->put_baseline("b", {{"median_us", 2}}).ok());
+  ASSERT_TRUE(episode->put_baseline("b", {{"median_us", 5}}).ok());
+  ASSERT_TRUE(episode->copy_baselines_from(*run).ok());
+  std::optional<nlohmann::json> got;
+  ASSERT_TRUE(episode->get_baseline("a", &got).ok());
+  EXPECT_EQ((*got)["median_us"], 1);
+  ASSERT_TRUE(episode->get_baseline("b", &got).ok());
+  EXPECT_EQ((*got)["median_us"], 5);
+  // Evaluations list in order after an id.
+  long long id = 0;
+  ASSERT_TRUE(episode->add_evaluation({{"stage", "compile"}}, &id).ok());
+  ASSERT_TRUE(episode->add_evaluation({{"stage", "verify"}}, &id).ok());
+  std::vector<nlohmann::json> all;
+  ASSERT_TRUE(episode->list_evaluations(0, &all).ok());
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1]["stage"], "verify");
+  EXPECT_EQ(all[1]["id"], id);
+}
+
+}  // namespace
+}  // namespace cuda_agent

@@ -61,4 +61,36 @@ std::string last_line(const std::string& text) {
   return "";
 }
 
+std::string valid_utf8(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto* b = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = b[i];
+    std::size_t len = c < 0x80           ? 1
+                      : (c >> 5) == 0x6  ? 2
+                      : (c >> 4) == 0xE  ? 3
+                      : (c >> 3) == 0x1E ? 4
+                                         : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (std::size_t k = 1; ok && k < len; ++k) ok = (b[i + k] & 0xC0) == 0x80;
+    if (ok && len > 1) {
+      // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+      unsigned cp = c & (0xFF >> (len + 1));
+      for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (b[i + k] & 0x3F);
+      static const unsigned kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= kMin[len] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    }
+    if (ok) {
+      out.append(text, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 }  // namespace cuda_agent

@@ -73,10 +73,11 @@ Status init_workspace(const Task& task, const fs::path& dir, const InitOptions& 
   if (!s.ok()) return s;
 
   std::string key = workspace_key(dir);
-  nlohmann::json config = {{"binary", options.binary.string()},
-                           {"store", store->path().string()},
-                           {"device", options.device},
-                           {"task", task.path.string()}};
+  nlohmann::json config = {
+      {"binary", options.binary.string()},
+      {"store", (options.store.empty() ? store->path() : options.store).string()},
+      {"device", options.device},
+      {"task", task.path.string()}};
   s = write_file_atomic(dir / ".cuda-agent" / "workspace.json", config.dump(2) + "\n");
   if (!s.ok()) return s;
 

@@ -26,6 +26,9 @@ struct InitOptions {
   std::string device = "cpu";          // "cpu" or "cuda"
   std::filesystem::path template_dir;  // harness/workspace
   std::filesystem::path binary;        // written into .cuda-agent/workspace.json
+  /// The store utils/ evaluates into, written there too; empty: the store that records the
+  /// workspace (an agent episode gives its own, so the model's commands never write the run's).
+  std::filesystem::path store;
 };
 
 /// Lays out a workspace for task in dir (which must be missing or empty) and records it in store.
