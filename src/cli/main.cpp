@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "agent/trajectory.h"
 #include "cli/exit_status.h"
 #include "cli/optimize_command.h"
 #include "cli/tasks_command.h"
@@ -153,10 +154,13 @@ int run(int argc, char** argv) {
                  "keep the private run folder (logs, inputs)");
 
   // show
-  auto* show = app.add_subcommand("show", "print a stored evaluation");
-  long long show_id = 0;
+  auto* show = app.add_subcommand("show", "print a stored evaluation, or an episode's trajectory");
+  std::string show_id;
   bool show_json = false;
-  show->add_option("id", show_id, "evaluation id, as printed by eval")->required();
+  show->add_option("id", show_id,
+                   "an evaluation id as eval prints it (12), or a run as optimize --policy llm "
+                   "prints it (r3)")
+      ->required();
   show->add_flag("--json", show_json, "print the record as JSON");
 
   TasksCommand tasks(&app, default_device());
@@ -185,7 +189,23 @@ int run(int argc, char** argv) {
 
   if (*show) {
     nlohmann::json record;
-    if (Status s = store->get_evaluation(show_id, &record); !s.ok()) return fail(s);
+    const bool run = !show_id.empty() && show_id[0] == 'r';
+    long long id = 0;
+    try {
+      std::size_t used = 0;
+      id = std::stoll(show_id.substr(run ? 1 : 0), &used);
+      if (used != show_id.size() - (run ? 1 : 0)) throw std::invalid_argument(show_id);
+    } catch (const std::exception&) {
+      return fail(Status::InvalidArgument("show: " + show_id +
+                                          " is neither an evaluation id (12) nor a run (r3)"));
+    }
+    if (run) {
+      if (Status s = store->get_trajectory(id, &record); !s.ok()) return fail(s);
+      record["id"] = id;
+      std::cout << (show_json ? record.dump(2) + "\n" : agent::format_trajectory(record));
+      return kExitPass;
+    }
+    if (Status s = store->get_evaluation(id, &record); !s.ok()) return fail(s);
     EvalResult stored = EvalResult::from_json(record);
     std::cout << (show_json ? record.dump(2) + "\n"
                             : format_summary(stored) + format_checks(stored));

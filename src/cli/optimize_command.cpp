@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
 
+#include "agent/episode.h"
+#include "agent/trajectory.h"
 #include "cli/exit_status.h"
 #include "eval/evaluator.h"
+#include "llm/client.h"
 #include "sandbox/process_runner.h"
 #include "store/store.h"
 #include "synth/capture.h"
@@ -24,13 +29,13 @@ namespace fs = std::filesystem;
 namespace cuda_agent {
 namespace {
 
-/// A new folder for the episode: DIR/<task id>-synth, -synth-2, ... under the cache.
-fs::path fresh_workspace(const std::string& task_id) {
+/// A new folder for the episode: DIR/<task id>-<policy>, -<policy>-2, ... under the cache.
+fs::path fresh_workspace(const std::string& task_id, const std::string& policy) {
   fs::path base = default_cache_dir() / "episodes";
   std::error_code ec;
   for (int n = 1;; ++n) {
-    fs::path dir = base / (task_id + "-synth" + (n == 1 ? "" : "-" + std::to_string(n)));
-    if (!fs::exists(dir, ec)) return dir;
+    fs::path dir = base / (task_id + "-" + policy + (n == 1 ? "" : "-" + std::to_string(n)));
+    if (!fs::exists(dir, ec) && !fs::exists(dir.string() + ".private", ec)) return dir;
   }
 }
 
@@ -160,6 +165,11 @@ struct OptimizeCommand::Args {
   bool as_json = false;
   std::string tune = "auto";
   EvalOptions eval;
+  // --policy llm
+  std::string endpoint, model, api_key_env, trajectory;
+  agent::AgentOptions agent;
+  double temperature = -1;
+  double request_timeout_s = 600;
 };
 
 OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_device)
@@ -169,9 +179,35 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
   a.command = app->add_subcommand("optimize",
                                   "write fused kernels for a task with a policy and evaluate them");
   a.command->add_option("task", a.task, "KernelBench-format task file")->required();
-  a.command->add_option("--policy", a.policy, "synth: the built-in synthesizer")
-      ->check(CLI::IsMember({"synth"}))
+  a.command
+      ->add_option("--policy", a.policy,
+                   "synth: the built-in synthesizer; llm: a model through the agent's tools")
+      ->check(CLI::IsMember({"synth", "llm"}))
       ->capture_default_str();
+  a.command->add_option("--endpoint", a.endpoint,
+                        "llm: the OpenAI-compatible server's base URL, e.g. "
+                        "http://127.0.0.1:8000/v1 (vLLM, SGLang, Ollama, llama.cpp)");
+  a.command->add_option("--model", a.model, "llm: the model name the server serves");
+  a.command->add_option("--api-key-env", a.api_key_env,
+                        "llm: the environment variable holding the API key (none by default)");
+  a.command->add_option("--max-turns", a.agent.max_turns, "llm: turns before the episode ends")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  a.command
+      ->add_option("--max-context", a.agent.max_context_tokens,
+                   "llm: the model's context in tokens; older tool output is cut to fit")
+      ->check(CLI::Range(1024LL, 10000000LL))
+      ->capture_default_str();
+  a.command->add_option("--max-reply-tokens", a.agent.max_reply_tokens, "llm: max_tokens per reply")
+      ->check(CLI::Range(16, 1000000))
+      ->capture_default_str();
+  a.command->add_option("--temperature", a.temperature,
+                        "llm: sampling temperature (default: the server's)");
+  a.command
+      ->add_option("--request-timeout", a.request_timeout_s, "llm: seconds one request may take")
+      ->capture_default_str();
+  a.command->add_option("--trajectory", a.trajectory,
+                        "llm: also append the trajectory to this JSONL file");
   a.command->add_option("--device", a.eval.device, "cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
@@ -200,6 +236,7 @@ bool OptimizeCommand::chosen() const { return args_->command->parsed(); }
 
 int OptimizeCommand::run(const std::string& store_path) {
   Args& a = *args_;
+  if (a.policy == "llm") return run_llm(store_path);
   Task task;
   if (Status s = load_task(a.task, &task); !s.ok()) return fail(s);
   std::unique_ptr<Store> store;
@@ -238,7 +275,7 @@ int OptimizeCommand::run(const std::string& store_path) {
   say(std::string("synthesize: one fused ") + (elementwise.ok() ? "elementwise" : "row") +
       " kernel for " + std::to_string(graph.ops.size()) + " ops");
 
-  fs::path dir = a.workspace.empty() ? fresh_workspace(task.id) : fs::path(a.workspace);
+  fs::path dir = a.workspace.empty() ? fresh_workspace(task.id, "synth") : fs::path(a.workspace);
   InitOptions init{a.eval.device, harness_dir() / "workspace", self_executable()};
   WorkspaceRecord record;
   if (Status s = init_workspace(task, dir, init, store.get(), &record); !s.ok()) return fail(s);
@@ -303,6 +340,81 @@ int OptimizeCommand::run(const std::string& store_path) {
               << "\n";
   }
   return result.passed() ? kExitPass : kExitFail;
+}
+
+int OptimizeCommand::run_llm(const std::string& store_path) {
+  Args& a = *args_;
+  if (a.endpoint.empty() || a.model.empty()) {
+    return fail(Status::InvalidArgument("--policy llm needs --endpoint URL and --model NAME"));
+  }
+  llm::HttpClientOptions client_options;
+  client_options.endpoint = a.endpoint;
+  client_options.timeout_s = a.request_timeout_s;
+  if (!a.api_key_env.empty()) {
+    const char* key = std::getenv(a.api_key_env.c_str());
+    if (!key || !*key) {
+      return fail(Status::InvalidArgument("--api-key-env " + a.api_key_env +
+                                          ": that environment variable is not set"));
+    }
+    client_options.api_key = key;
+  }
+  if (a.agent.max_reply_tokens >= a.agent.max_context_tokens) {
+    return fail(Status::InvalidArgument("--max-reply-tokens must be less than --max-context"));
+  }
+  Task task;
+  if (Status s = load_task(a.task, &task); !s.ok()) return fail(s);
+  std::unique_ptr<Store> store;
+  if (Status s =
+          Store::Open(store_path.empty() ? default_store_path() : fs::path(store_path), &store);
+      !s.ok()) {
+    return fail(s);
+  }
+  PosixProcessRunner runner;
+  auto say = [&a](const std::string& line) {
+    if (!a.as_json) std::cerr << "  " << line << "\n";
+  };
+  agent::EpisodeOptions o;
+  o.agent = a.agent;
+  o.agent.model = a.model;
+  if (a.temperature >= 0) o.agent.temperature = a.temperature;
+  o.endpoint = a.endpoint;
+  o.workspace = a.workspace.empty() ? fresh_workspace(task.id, "llm") : fs::path(a.workspace);
+  o.private_dir = o.workspace.string() + ".private";
+  o.template_dir = harness_dir() / "workspace";
+  o.binary = self_executable();
+  o.eval = a.eval;
+  o.eval.harness_dir = harness_dir();
+  o.eval.compile.cache_dir = default_cache_dir() / "build";
+  std::error_code ec;
+  fs::create_directories(o.eval.compile.cache_dir, ec);
+  o.eval.protected_paths = {store->path().parent_path(), o.eval.compile.cache_dir};
+  o.eval.bytecode_dir = o.eval.compile.cache_dir / "bytecode";
+  llm::HttpLlmClient client(client_options);
+  say("agent: " + a.model + " at " + client.url());
+  agent::EpisodeOutcome outcome;
+  if (Status s = agent::run_llm_episode(task, o, &client, store.get(), &runner, say, &outcome);
+      !s.ok()) {
+    return fail(s);
+  }
+  if (!a.trajectory.empty()) {
+    std::ofstream out(a.trajectory, std::ios::app);
+    out << outcome.record.dump() << "\n";
+    if (!out) return fail(Status::IoError("cannot append to " + a.trajectory));
+  }
+  const std::string run = "r" + std::to_string(outcome.run_id);
+  if (a.as_json) {
+    nlohmann::json record = outcome.final.to_json();
+    record["run"] = run;
+    record["ending"] = outcome.record["ending"];
+    record["turns"] = outcome.episode.turns.size();
+    std::cout << record.dump(2) << "\n";
+  } else {
+    std::cout << format_summary(outcome.final) << "  workspace " << o.workspace.string()
+              << "\n  episode: " << agent::ending_name(outcome.episode.ending) << " after "
+              << outcome.episode.turns.size() << " turns; trajectory " << run
+              << " (cuda-agent show " << run << ")\n";
+  }
+  return outcome.final.passed() ? kExitPass : kExitFail;
 }
 
 }  // namespace cuda_agent

@@ -1,6 +1,8 @@
-/// `cuda-agent optimize TASK`: one episode of the built-in synthesizer: capture the task's graph,
-/// write kernels/ and model_new.py in a fresh workspace, and evaluate them with the evaluator
-/// every policy goes through.
+/// `cuda-agent optimize TASK`: one episode of a policy in a fresh workspace, judged by the
+/// evaluator every policy goes through. --policy synth (the default): the built-in synthesizer
+/// captures the task's graph and writes kernels/ and model_new.py. --policy llm: a model behind
+/// an OpenAI-compatible endpoint works in the workspace through the agent's tools; its
+/// trajectory is filed in the run store.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,7 @@ class OptimizeCommand {
 
  private:
   struct Args;
+  int run_llm(const std::string& store_path);
   std::unique_ptr<Args> args_;
 };
 

@@ -1,0 +1,178 @@
+"""The agent loop against a scripted model: a working episode earns its reward from a fresh
+evaluation, and each way a model or its server can go wrong is handled and recorded."""
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import EXAMPLE, HERE
+from scripted_server import ScriptedServer
+
+SCHEMA = json.loads((HERE / "chat_completions_request.schema.json").read_text())
+
+
+def call(name: str, **arguments) -> dict:
+    return {"name": name, "arguments": arguments}
+
+
+def assert_requests_are_valid(server: ScriptedServer) -> None:
+    assert server.requests
+    for r in server.requests:
+        assert r["path"] == "/v1/chat/completions"
+        jsonschema.validate(r["body"], SCHEMA)
+
+
+def test_a_scripted_episode_that_writes_a_working_kernel_is_rewarded(agent, task):
+    kernel = (EXAMPLE / "kernels_cpu" / "scale_bias_relu.cpp").read_text()
+    model_new = (EXAMPLE / "model_new.py").read_text()
+    script = [
+        {"content": "Reading the task first.", "tool_calls": [call("Read", file_path="model.py"),
+                                                            call("Glob", pattern="utils/*.py")]},
+        {"tool_calls": [call("Write", file_path="kernels/scale_bias_relu.cpp", content=kernel),
+                        call("Write", file_path="model_new.py", content=model_new)]},
+        {"tool_calls": [call("Bash", command="python utils/compile.py")]},
+        {"tool_calls": [call("Bash", command="python utils/verify.py", timeout=300000)]},
+        {"content": "model_new.py is correct; done."},
+    ]
+    with ScriptedServer(script) as server:
+        e = agent.episode(task, server.url)
+    assert e.returncode == 0, e.stderr
+    assert e.record["reward"] >= 1 and e.record["correct"]
+    t = e.trajectory
+    assert t["ending"]["reason"] == "finished" and len(t["turns"]) == 5
+    assert t["reward"] == e.record["reward"] and t["final"]["outcome"] == "pass"
+    # The model's own compile and verify went through the evaluator, into the trajectory.
+    stages = [ev["stage"] for ev in t["evaluations"]]
+    assert stages == ["compile", "verify"], stages
+    assert all(ev["outcome"] == "pass" for ev in t["evaluations"])
+    outputs = e.tool_outputs()
+    assert "class Model" in outputs[0]["output"] and "     1\t" in outputs[0]["output"]
+    assert not any(o["error"] for o in outputs), outputs
+    # The messages: system (with the skill), user (with model.py), then the conversation.
+    roles = [m["role"] for m in t["messages"]]
+    assert roles[:3] == ["system", "user", "assistant"] and roles.count("tool") == 6
+    assert "cuda-kernel-optimization" in t["messages"][0]["content"]
+    assert "class Model" in t["messages"][1]["content"]
+    assert t["tokens"]["prompt_tokens"] > 0 and t["tokens"]["completion_tokens"] > 0
+    assert_requests_are_valid(server)
+    # Every request carries the tools and the whole conversation so far.
+    names = [tool["function"]["name"] for tool in server.requests[0]["body"]["tools"]]
+    assert names == ["Bash", "BashOutput", "KillBash", "Glob", "Grep", "Read", "Write", "Edit",
+                     "MultiEdit", "NotebookEdit"]
+    assert len(server.requests[-1]["body"]["messages"]) == len(t["messages"]) - 1
+    shown = agent.run("show", e.record["run"])
+    assert shown.returncode == 0 and "[turn 3]" in shown.stdout
+    assert "Bash(python utils/compile.py)" in shown.stdout and "final evaluation: pass" in shown.stdout
+
+
+def test_errors_the_model_can_fix_go_back_to_it_and_into_the_trajectory(agent, task):
+    script = [
+        {"tool_calls": [{"name": "Read", "arguments": "{\"file_path\": \"model.py\""}]},  # cut JSON
+        {"tool_calls": [call("Compile", target="all")]},  # no such tool
+        {"tool_calls": [call("Read", file_path="kernels/missing.cu")]},  # the tool fails
+        {"status": 500, "body": {"error": {"message": "engine overloaded"}}},
+        {"drop": True},
+        {"tool_calls": [call("Write", file_path="model.py", content="import os\n")]},  # read-only
+        {"tool_calls": [call("Bash", command="cat ../../../../etc/hostname > /dev/null; "
+                                             "echo written > model.py")]},
+        {"content": "<tool_call>{\"name\": \"Bash\", \"arguments\": {\"command\": \"echo from-text\"}}"
+                    "</tool_call>"},
+        {"content": "I give up."},
+    ]
+    with ScriptedServer(script) as server:
+        e = agent.episode(task, server.url, "--stage", "compile")
+    t = e.trajectory
+    assert t is not None, e.stderr
+    assert t["ending"]["reason"] == "finished"
+    out = e.tool_outputs()
+    assert "not valid JSON" in out[0]["output"] and out[0]["error"]
+    assert "no tool named \"Compile\"" in out[1]["output"] and "Bash" in out[1]["output"]
+    assert out[2]["error"] and "missing.cu" in out[2]["output"]
+    assert out[3]["error"] and "read-only" in out[3]["output"]
+    # The shell cannot write the infrastructure either, and the workspace still verifies.
+    assert out[4]["error"]
+    assert (Path(t["workspace"]) / "model.py").read_text() == task.read_text()
+    assert out[5]["output"].strip() == "from-text" and not out[5]["error"]
+    turn = t["turns"][3]  # the 500 and the dropped connection were retried within one turn
+    assert turn["attempts"] == 3 and len(turn["retries"]) == 2
+    assert "HTTP 500" in turn["retries"][0] and "engine overloaded" in turn["retries"][0]
+    assert t["turns"][5]["calls_from_text"] is True
+    # The final evaluation ran on the untouched infrastructure.
+    assert "modified" not in t["final"].get("reason", "")
+    assert_requests_are_valid(server)
+
+
+def test_turn_limit_ends_the_episode_and_it_is_still_evaluated(agent, task):
+    script = [{"tool_calls": [call("Bash", command=f"echo {n}")]} for n in range(10)]
+    with ScriptedServer(script) as server:
+        e = agent.episode(task, server.url, "--max-turns", "3", "--stage", "compile")
+    assert e.trajectory["ending"]["reason"] == "max_turns"
+    assert len(e.trajectory["turns"]) == 3 and len(server.requests) == 3
+    assert e.trajectory["final"]["stage"] == "compile"
+
+
+def test_context_is_kept_in_budget_by_cutting_old_tool_output(agent, task):
+    script = [{"tool_calls": [call("Bash", command=f"seq 1 2000 | sed 's/^/line {n} /'")]}
+              for n in range(4)] + [{"content": "done"}]
+    with ScriptedServer(script) as server:
+        e = agent.episode(task, server.url, "--max-context", "8000", "--max-reply-tokens", "512",
+                          "--stage", "compile")
+    t = e.trajectory
+    assert t["ending"]["reason"] == "finished", t["ending"]
+    notes = [n for turn in t["turns"] for n in turn["notes"]]
+    assert any("cut" in n and "older tool outputs" in n for n in notes), notes
+    last = server.requests[-1]["body"]["messages"]
+    # The system prompt and the task were sent whole; an older output was cut, the newest not.
+    assert last[0]["content"] == t["messages"][0]["content"]
+    assert last[1]["content"] == t["messages"][1]["content"]
+    tool_messages = [m["content"] for m in last if m["role"] == "tool"]
+    assert "older tool output cut" in tool_messages[0]
+    assert "line 3 2000" in tool_messages[-1]
+    # The trajectory keeps every output whole.
+    assert all("older tool output cut" not in m["content"] for m in t["messages"] if m["role"] == "tool")
+
+
+def test_a_server_that_keeps_overflowing_the_context_ends_the_episode(agent, task):
+    with ScriptedServer([{"context_overflow": True}] * 10) as server:
+        e = agent.episode(task, server.url, "--stage", "compile")
+    t = e.trajectory
+    assert t["ending"]["reason"] == "context_budget"
+    assert "maximum context length" in t["ending"]["detail"]
+    assert any("exceeds the context" in n for n in t["turns"][0]["notes"])
+
+
+def test_a_refused_request_is_a_clear_error(agent, task):
+    body = {"error": {"message": "The model `scripted` does not exist.", "type": "NotFoundError"}}
+    with ScriptedServer([{"status": 404, "body": body}]) as server:
+        e = agent.episode(task, server.url, "--stage", "compile")
+    t = e.trajectory
+    assert t["ending"]["reason"] == "model_refused"
+    assert "HTTP 404" in t["ending"]["detail"] and "does not exist" in t["ending"]["detail"]
+    assert len(server.requests) == 1  # a 4xx is not retried
+
+
+def test_recorded_vllm_responses_are_read(agent, task):
+    recorded = [json.loads((HERE / "recorded" / name).read_text())
+                for name in ("vllm_tool_calls.json", "vllm_reasoning_then_text.json")]
+    with ScriptedServer([{"raw": r} for r in recorded]) as server:
+        e = agent.episode(task, server.url, "--stage", "compile")
+    t = e.trajectory
+    calls = e.tool_outputs()
+    assert [c["name"] for c in calls] == ["Read", "Glob"]
+    assert calls[0]["id"] == "chatcmpl-tool-8b1e0c2d4f6a4c1e9d3b5a7c9e1f3a5b"
+    assert t["tokens"]["prompt_tokens"] == 3012 + 3520
+    assert t["messages"][-1]["reasoning_content"].startswith("model.py holds")
+    # The tool messages answer the recorded ids, in the next request.
+    second = server.requests[1]["body"]["messages"]
+    assert [m["tool_call_id"] for m in second if m["role"] == "tool"] == [
+        "chatcmpl-tool-8b1e0c2d4f6a4c1e9d3b5a7c9e1f3a5b", "chatcmpl-tool-2c4e6a8b0d1f4e3a9c5b7d9f1a3c5e7b"]
+    assert_requests_are_valid(server)
+
+
+def test_bad_options_are_refused_before_anything_runs(agent, task):
+    r = agent.run("optimize", str(task), "--device", "cpu", "--policy", "llm", "--model", "m")
+    assert r.returncode != 0 and "--endpoint" in r.stderr
+    r = agent.run("optimize", str(task), "--device", "cpu", "--policy", "llm", "--model", "m",
+                  "--endpoint", "http://127.0.0.1:9/v1", "--api-key-env", "CUDA_AGENT_NO_SUCH_KEY")
+    assert r.returncode != 0 and "CUDA_AGENT_NO_SUCH_KEY" in r.stderr
