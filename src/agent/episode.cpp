@@ -77,19 +77,29 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
                               task_message(task, options.eval.device, options.eval.shrink));
   context.shells.reset();  // background shells end with the episode
 
-  // The fresh evaluation, against the record as it was laid out.
-  WorkspaceRecord now;
-  if (Status s = store->get_workspace(laid_out.path, &now);
-      !s.ok() || now.checksums != laid_out.checksums || now.task_source != laid_out.task_source) {
-    say("evaluate: the run store's record of the workspace had changed; put back as laid out");
-    if (Status p = store->put_workspace(laid_out); !p.ok()) return p;
+  // The fresh evaluation, against the record as it was laid out. An interrupted episode is
+  // filed without one; one that reaches no verdict is filed with the reason, then reported.
+  Status evaluated = Status::OK();
+  nlohmann::json final_evaluation;
+  if (outcome->episode.ending == Ending::kInterrupted) {
+    say("evaluate: skipped, the episode was interrupted");
+  } else {
+    WorkspaceRecord now;
+    if (Status s = store->get_workspace(laid_out.path, &now);
+        !s.ok() || now.checksums != laid_out.checksums ||
+        now.task_source != laid_out.task_source) {
+      say("evaluate: the run store's record of the workspace had changed; put back as laid out");
+      if (Status p = store->put_workspace(laid_out); !p.ok()) return p;
+    }
+    EvalOptions eval = options.eval;
+    // Baselines cached in a store the model's commands could have written are not trusted.
+    eval.use_baseline_cache = eval.use_baseline_cache && readonly_isolation_available();
+    say("evaluate: the workspace as the episode left it");
+    Evaluator evaluator(eval, runner, store, say);
+    evaluated = evaluator.evaluate(options.workspace, &outcome->final);
+    final_evaluation = evaluated.ok() ? outcome->final.to_json()
+                                      : nlohmann::json{{"error", evaluated.message()}};
   }
-  EvalOptions eval = options.eval;
-  // Baselines cached in a store the model's commands could have written are not trusted.
-  eval.use_baseline_cache = eval.use_baseline_cache && readonly_isolation_available();
-  say("evaluate: the workspace as the episode left it");
-  Evaluator evaluator(eval, runner, store, say);
-  if (Status s = evaluator.evaluate(options.workspace, &outcome->final); !s.ok()) return s;
 
   EpisodeInfo info;
   info.model = options.agent.model;
@@ -100,11 +110,12 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
   info.started_at = started_at;
   info.tools = tools.names();
   if (Status s = episode_store->list_evaluations(0, &info.evaluations); !s.ok()) return s;
-  info.final_evaluation = outcome->final.to_json();
+  info.final_evaluation = final_evaluation;
   outcome->record = trajectory_record(outcome->episode, info);
   if (Status s = store->add_trajectory(outcome->record, &outcome->run_id); !s.ok()) return s;
   outcome->record["id"] = outcome->run_id;
-  return Status::OK();
+  outcome->evaluated = evaluated.ok() && outcome->episode.ending != Ending::kInterrupted;
+  return evaluated;
 }
 
 }  // namespace cuda_agent::agent

@@ -35,11 +35,15 @@ struct EpisodeOptions {
 
 struct EpisodeOutcome {
   Episode episode;
+  bool evaluated = false;  // false: interrupted, or no verdict (the Status says why)
   EvalResult final;
   long long run_id = 0;
   nlohmann::json record;  // the trajectory as filed
 };
 
+/// The trajectory is filed whatever the ending, so nothing is lost to an interrupt (run_id is
+/// set whenever the loop ran); a non-OK Status after the loop means the final evaluation reached
+/// no verdict.
 Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::LlmClient* client,
                        Store* store, ProcessRunner* runner,
                        std::function<void(const std::string&)> progress, EpisodeOutcome* outcome);

@@ -163,7 +163,13 @@ std::string format_trajectory(const json& r) {
   if (!ending.value("detail", "").empty()) out << " (" << ending.value("detail", "") << ")";
   out << "\n";
   const json& final = r.value("final", json());
-  if (final.is_object()) out << "final evaluation: " << evaluation_line(final) << "\n";
+  if (final.is_object() && final.contains("error")) {
+    out << "final evaluation: no verdict: " << final["error"].get<std::string>() << "\n";
+  } else if (final.is_object()) {
+    out << "final evaluation: " << evaluation_line(final) << "\n";
+  } else {
+    out << "final evaluation: none (the episode was interrupted)\n";
+  }
   return out.str();
 }
 

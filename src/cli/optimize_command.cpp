@@ -392,16 +392,18 @@ int OptimizeCommand::run_llm(const std::string& store_path) {
   llm::HttpLlmClient client(client_options);
   say("agent: " + a.model + " at " + client.url());
   agent::EpisodeOutcome outcome;
-  if (Status s = agent::run_llm_episode(task, o, &client, store.get(), &runner, say, &outcome);
-      !s.ok()) {
-    return fail(s);
-  }
-  if (!a.trajectory.empty()) {
+  Status ran = agent::run_llm_episode(task, o, &client, store.get(), &runner, say, &outcome);
+  const std::string run = "r" + std::to_string(outcome.run_id);
+  if (outcome.run_id > 0 && !a.trajectory.empty()) {
     std::ofstream out(a.trajectory, std::ios::app);
     out << outcome.record.dump() << "\n";
     if (!out) return fail(Status::IoError("cannot append to " + a.trajectory));
   }
-  const std::string run = "r" + std::to_string(outcome.run_id);
+  if (outcome.run_id > 0 && !outcome.evaluated) {
+    std::cerr << "  trajectory " << run << " filed (cuda-agent show " << run << ")\n";
+  }
+  if (!ran.ok()) return fail(ran);
+  if (!outcome.evaluated) return kExitError;  // interrupted: no verdict
   if (a.as_json) {
     nlohmann::json record = outcome.final.to_json();
     record["run"] = run;

@@ -176,3 +176,32 @@ def test_bad_options_are_refused_before_anything_runs(agent, task):
     r = agent.run("optimize", str(task), "--device", "cpu", "--policy", "llm", "--model", "m",
                   "--endpoint", "http://127.0.0.1:9/v1", "--api-key-env", "CUDA_AGENT_NO_SUCH_KEY")
     assert r.returncode != 0 and "CUDA_AGENT_NO_SUCH_KEY" in r.stderr
+
+
+def test_an_interrupted_episode_keeps_its_trajectory(agent, task):
+    import signal
+    import subprocess
+    import time
+    script = [{"tool_calls": [call("Bash", command="echo started; sleep 60")]}]
+    with ScriptedServer(script) as server:
+        workspace = agent.home / "interrupted"
+        process = subprocess.Popen(
+            [agent.binary, "--store", str(agent.store), "optimize", str(task), "--device", "cpu",
+             "--policy", "llm", "--endpoint", server.url, "--model", "scripted",
+             "--workspace", str(workspace)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while not server.requests and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)  # the command is running
+        began = time.time()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert time.time() - began < 20  # the sleeping command was killed, not waited for
+    assert process.returncode == 2, err
+    run = err.split("trajectory ")[1].split()[0]
+    shown = agent.run("show", run, "--json")
+    t = json.loads(shown.stdout)
+    assert t["ending"]["reason"] == "interrupted" and t["final"] is None
+    assert "started" in t["turns"][0]["tool_calls"][0]["output"]
+    assert "final evaluation: none" in agent.run("show", run).stdout
