@@ -102,6 +102,7 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
   }
 
   EpisodeInfo info;
+  info.policy = options.policy;
   info.model = options.agent.model;
   info.endpoint = options.endpoint;
   info.task = {{"id", task.id}, {"path", task.path.string()}, {"sha256", task.sha256}};

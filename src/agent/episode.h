@@ -24,6 +24,7 @@
 namespace cuda_agent::agent {
 
 struct EpisodeOptions {
+  std::string policy = "llm";  // recorded in the trajectory: "llm" or "replay"
   AgentOptions agent;
   std::string endpoint;                // recorded in the trajectory
   std::filesystem::path workspace;     // a new folder

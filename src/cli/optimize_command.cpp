@@ -7,12 +7,16 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <regex>
 
 #include "agent/episode.h"
+#include "agent/recorder.h"
+#include "agent/skill.h"
 #include "agent/trajectory.h"
 #include "cli/exit_status.h"
 #include "eval/evaluator.h"
 #include "llm/client.h"
+#include "llm/replay_client.h"
 #include "sandbox/process_runner.h"
 #include "store/store.h"
 #include "synth/capture.h"
@@ -22,6 +26,7 @@
 #include "task/task.h"
 #include "util/files.h"
 #include "util/paths.h"
+#include "util/text.h"
 #include "workspace/workspace.h"
 
 namespace fs = std::filesystem;
@@ -155,6 +160,26 @@ struct Tuner {
   }
 };
 
+/// The trajectory that --replay names: a run in the store ("r3"), or the last record of a JSONL
+/// file of trajectories.
+Status recorded_trajectory(const std::string& which, Store* store, nlohmann::json* record) {
+  if (which.size() > 1 && which[0] == 'r' &&
+      which.find_first_not_of("0123456789", 1) == std::string::npos) {
+    return store->get_trajectory(std::stoll(which.substr(1)), record);
+  }
+  std::string text;
+  if (Status s = read_file(which, &text); !s.ok()) return s;
+  std::size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string::npos) return Status::InvalidArgument(which + " is empty");
+  std::size_t begin = text.rfind('\n', end);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  *record = nlohmann::json::parse(text.substr(begin, end - begin + 1), nullptr, false);
+  if (record->is_discarded()) {
+    return Status::InvalidArgument(which + ": its last line is not a JSON trajectory");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 struct OptimizeCommand::Args {
@@ -167,6 +192,7 @@ struct OptimizeCommand::Args {
   EvalOptions eval;
   // --policy llm
   std::string endpoint, model, api_key_env, trajectory;
+  std::string replay;  // --policy replay
   agent::AgentOptions agent;
   double temperature = -1;
   double request_timeout_s = 600;
@@ -181,13 +207,17 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
   a.command->add_option("task", a.task, "KernelBench-format task file")->required();
   a.command
       ->add_option("--policy", a.policy,
-                   "synth: the built-in synthesizer; llm: a model through the agent's tools")
-      ->check(CLI::IsMember({"synth", "llm"}))
+                   "synth: the built-in synthesizer; llm: a model through the agent's tools; "
+                   "replay: a recorded episode's calls again, through the same tools")
+      ->check(CLI::IsMember({"synth", "llm", "replay"}))
       ->capture_default_str();
   a.command->add_option("--endpoint", a.endpoint,
                         "llm: the OpenAI-compatible server's base URL, e.g. "
                         "http://127.0.0.1:8000/v1 (vLLM, SGLang, Ollama, llama.cpp)");
   a.command->add_option("--model", a.model, "llm: the model name the server serves");
+  a.command->add_option("--replay", a.replay,
+                        "replay: the episode to replay, a run in the store (r3) or a JSONL file of "
+                        "trajectories (its last record)");
   a.command->add_option("--api-key-env", a.api_key_env,
                         "llm: the environment variable holding the API key (none by default)");
   a.command->add_option("--max-turns", a.agent.max_turns, "llm: turns before the episode ends")
@@ -236,7 +266,7 @@ bool OptimizeCommand::chosen() const { return args_->command->parsed(); }
 
 int OptimizeCommand::run(const std::string& store_path) {
   Args& a = *args_;
-  if (a.policy == "llm") return run_llm(store_path);
+  if (a.policy != "synth") return run_agent(store_path);
   Task task;
   if (Status s = load_task(a.task, &task); !s.ok()) return fail(s);
   std::unique_ptr<Store> store;
@@ -250,7 +280,13 @@ int OptimizeCommand::run(const std::string& store_path) {
     if (!a.as_json) std::cerr << "  " << line << "\n";
   };
 
-  say("capture: tracing " + task.id + " with torch.export");
+  // What the synthesizer did, in its words: the first turn of its trajectory.
+  std::vector<std::string> plan;
+  auto note = [&](const std::string& line) {
+    say(line);
+    plan.push_back(line);
+  };
+  note("capture: tracing " + task.id + " with torch.export");
   synth::CaptureOptions capture;
   capture.harness_dir = harness_dir();
   capture.shrink = a.eval.shrink;
@@ -259,7 +295,7 @@ int OptimizeCommand::run(const std::string& store_path) {
     return fail(s);
   }
   for (const auto& rewrite : synth::rewrite_graph(&graph)) {
-    say("rewrite: " + rewrite.name + ": " + rewrite.detail);
+    note("rewrite: " + rewrite.name + ": " + rewrite.detail);
   }
   // The plans in order, the first that takes the whole graph writes the candidate.
   synth::Candidate candidate;
@@ -272,8 +308,8 @@ int OptimizeCommand::run(const std::string& store_path) {
                                           elementwise.message() + "\n" + rows.message()));
     }
   }
-  say(std::string("synthesize: one fused ") + (elementwise.ok() ? "elementwise" : "row") +
-      " kernel for " + std::to_string(graph.ops.size()) + " ops");
+  note(std::string("synthesize: one fused ") + (elementwise.ok() ? "elementwise" : "row") +
+       " kernel for " + std::to_string(graph.ops.size()) + " ops");
 
   fs::path dir = a.workspace.empty() ? fresh_workspace(task.id, "synth") : fs::path(a.workspace);
   InitOptions init{a.eval.device, harness_dir() / "workspace", self_executable()};
@@ -308,11 +344,22 @@ int OptimizeCommand::run(const std::string& store_path) {
   }
   std::map<std::string, std::string>& files = candidate.files;
   files["model_new.py"] = synth::with_config(files["model_new.py"], start);
+  // The files are written through the agent's Write tool, and the episode recorded as a
+  // trajectory like a model's.
+  agent::Skill skill;
+  if (Status s = agent::load_skill(dir / "SKILL.md", &skill); !s.ok()) return fail(s);
+  agent::ToolContext context{agent::WorkspacePaths(dir), {}, {}, nullptr};
+  agent::EpisodeRecorder recorder(&context, agent::system_prompt(skill, a.eval.device),
+                                  agent::task_message(task, a.eval.device, a.eval.shrink));
+  const std::string started_at = agent::utc_now();
+  recorder.turn(join(plan, "\n"));
   for (const auto& [path, text] : files) {
-    fs::create_directories((dir / path).parent_path(), ec);
-    if (Status s = write_file_atomic(dir / path, text); !s.ok()) return fail(s);
+    agent::ToolOutput wrote = recorder.call("Write", {{"file_path", path}, {"content", text}});
+    if (wrote.error) return fail(Status::IoError(wrote.text));
   }
   say("workspace: " + dir.string());
+  long long last_before = 0;
+  if (Status s = store->last_evaluation_id(&last_before); !s.ok()) return fail(s);
 
   EvalResult result;
   if (Status s = evaluator.evaluate(dir, &result); !s.ok()) return fail(s);
@@ -326,8 +373,56 @@ int OptimizeCommand::run(const std::string& store_path) {
       candidate.configs.size() > 1) {
     if (Status s = tuner.run(a.tune == "always", start, &result, &tuning); !s.ok()) return fail(s);
   }
+  // The tuner left its choice in model_new.py; the trajectory makes it an edit of the file the
+  // first turn wrote.
+  std::string tuned;
+  if (Status s = read_file(dir / "model_new.py", &tuned); !s.ok()) return fail(s);
+  if (tuned != files["model_new.py"]) {
+    static const std::regex kConfig(R"(\nCONFIG = (-?[0-9]+) )");
+    std::smatch was, now;
+    std::regex_search(files["model_new.py"], was, kConfig);
+    std::regex_search(tuned, now, kConfig);
+    if (Status s = write_file_atomic(dir / "model_new.py", files["model_new.py"]); !s.ok()) {
+      return fail(s);
+    }
+    recorder.turn("tune: " + tuning.value("label", std::string("another configuration")) +
+                  " is the fastest");
+    agent::ToolOutput edited = was.empty() || now.empty()
+                                   ? agent::ToolOutput::fail("no CONFIG line")
+                                   : recorder.call("Edit", {{"file_path", "model_new.py"},
+                                                            {"old_string", was[0].str()},
+                                                            {"new_string", now[0].str()}});
+    if (edited.error) {
+      agent::ToolOutput wrote =
+          recorder.call("Write", {{"file_path", "model_new.py"}, {"content", tuned}});
+      if (wrote.error) return fail(Status::IoError(wrote.text));
+    }
+  }
+  agent::Episode episode = recorder.finish(
+      std::string(result.passed() ? "done: " : "failed: ") + outcome_name(result.outcome) +
+      (result.reward ? ", reward " + std::to_string(*result.reward) : "") + "; " + result.reason);
+  agent::EpisodeInfo info;
+  info.policy = "synth";
+  info.task = {{"id", task.id}, {"path", task.path.string()}, {"sha256", task.sha256}};
+  info.device = a.eval.device;
+  info.workspace = context.paths.root().string();
+  info.started_at = started_at;
+  info.tools = {"Write", "Edit"};
+  std::vector<nlohmann::json> evaluations;
+  if (Status s = store->list_evaluations(last_before, &evaluations); !s.ok()) return fail(s);
+  for (nlohmann::json& e : evaluations) {
+    // Other processes may share the store: only this workspace's.
+    if (e.value("workspace", "") == record.path) info.evaluations.push_back(std::move(e));
+  }
+  info.final_evaluation = result.to_json();
+  long long run_id = 0;
+  if (Status s = store->add_trajectory(agent::trajectory_record(episode, info), &run_id); !s.ok()) {
+    return fail(s);
+  }
+  const std::string run = "r" + std::to_string(run_id);
   if (a.as_json) {
     nlohmann::json record = result.to_json();
+    record["run"] = run;
     if (!tuning.is_null()) record["tuning"] = tuning;
     // The launch configurations the kernels take (model_new.py's CONFIG), the first the default.
     record["configs"] = nlohmann::json::array();
@@ -337,14 +432,19 @@ int OptimizeCommand::run(const std::string& store_path) {
   } else {
     std::cout << format_summary(result) << "  workspace " << dir.string()
               << "\n  stored as evaluation " << result.id << " in " << store->path().string()
-              << "\n";
+              << "\n  trajectory " << run << " (cuda-agent show " << run << ")\n";
   }
   return result.passed() ? kExitPass : kExitFail;
 }
 
-int OptimizeCommand::run_llm(const std::string& store_path) {
+int OptimizeCommand::run_agent(const std::string& store_path) {
   Args& a = *args_;
-  if (a.endpoint.empty() || a.model.empty()) {
+  const bool replay = a.policy == "replay";
+  if (replay && a.replay.empty()) {
+    return fail(
+        Status::InvalidArgument("--policy replay needs --replay RUN (r3, or a JSONL file)"));
+  }
+  if (!replay && (a.endpoint.empty() || a.model.empty())) {
     return fail(Status::InvalidArgument("--policy llm needs --endpoint URL and --model NAME"));
   }
   llm::HttpClientOptions client_options;
@@ -357,6 +457,8 @@ int OptimizeCommand::run_llm(const std::string& store_path) {
                                           ": that environment variable is not set"));
     }
     client_options.api_key = key;
+    // The model's commands inherit this process's environment: the key is not theirs to read.
+    unsetenv(a.api_key_env.c_str());
   }
   if (a.agent.max_reply_tokens >= a.agent.max_context_tokens) {
     return fail(Status::InvalidArgument("--max-reply-tokens must be less than --max-context"));
@@ -378,7 +480,7 @@ int OptimizeCommand::run_llm(const std::string& store_path) {
   o.agent.model = a.model;
   if (a.temperature >= 0) o.agent.temperature = a.temperature;
   o.endpoint = a.endpoint;
-  o.workspace = a.workspace.empty() ? fresh_workspace(task.id, "llm") : fs::path(a.workspace);
+  o.workspace = a.workspace.empty() ? fresh_workspace(task.id, a.policy) : fs::path(a.workspace);
   o.private_dir = o.workspace.string() + ".private";
   o.template_dir = harness_dir() / "workspace";
   o.binary = self_executable();
@@ -389,10 +491,25 @@ int OptimizeCommand::run_llm(const std::string& store_path) {
   fs::create_directories(o.eval.compile.cache_dir, ec);
   o.eval.protected_paths = {store->path().parent_path(), o.eval.compile.cache_dir};
   o.eval.bytecode_dir = o.eval.compile.cache_dir / "bytecode";
-  llm::HttpLlmClient client(client_options);
-  say("agent: " + a.model + " at " + client.url());
+  std::unique_ptr<llm::LlmClient> client;
+  if (replay) {
+    nlohmann::json recorded;
+    if (Status s = recorded_trajectory(a.replay, store.get(), &recorded); !s.ok()) return fail(s);
+    std::vector<llm::Message> replies;
+    if (Status s = llm::ReplayClient::from_trajectory(recorded, &replies); !s.ok()) {
+      return fail(s);
+    }
+    say("agent: replaying " + std::to_string(replies.size()) + " replies of " + a.replay);
+    o.agent.model = "replay of " + a.replay;
+    o.policy = "replay";
+    client = std::make_unique<llm::ReplayClient>(std::move(replies));
+  } else {
+    auto http = std::make_unique<llm::HttpLlmClient>(client_options);
+    say("agent: " + a.model + " at " + http->url());
+    client = std::move(http);
+  }
   agent::EpisodeOutcome outcome;
-  Status ran = agent::run_llm_episode(task, o, &client, store.get(), &runner, say, &outcome);
+  Status ran = agent::run_llm_episode(task, o, client.get(), store.get(), &runner, say, &outcome);
   const std::string run = "r" + std::to_string(outcome.run_id);
   if (outcome.run_id > 0 && !a.trajectory.empty()) {
     std::ofstream out(a.trajectory, std::ios::app);

@@ -2,7 +2,8 @@
 /// evaluator every policy goes through. --policy synth (the default): the built-in synthesizer
 /// captures the task's graph and writes kernels/ and model_new.py. --policy llm: a model behind
 /// an OpenAI-compatible endpoint works in the workspace through the agent's tools; its
-/// trajectory is filed in the run store.
+/// trajectory is filed in the run store. --policy replay: a filed episode's replies again,
+/// through the same loop and tools.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,7 +22,7 @@ class OptimizeCommand {
 
  private:
   struct Args;
-  int run_llm(const std::string& store_path);
+  int run_agent(const std::string& store_path);  // --policy llm or replay
   std::unique_ptr<Args> args_;
 };
 

@@ -327,6 +327,13 @@ Status Store::get_trajectory(long long id, nlohmann::json* record) {
   return Status::OK();
 }
 
+Status Store::last_evaluation_id(long long* id) {
+  Statement st(db_, "SELECT COALESCE(MAX(id), 0) FROM evaluations");
+  if (!st.ok() || st.step() != SQLITE_ROW) return error("last evaluation");
+  *id = st.integer(0);
+  return Status::OK();
+}
+
 Status Store::list_evaluations(long long after_id, std::vector<nlohmann::json>* results) {
   Statement st(db_, "SELECT id, result FROM evaluations WHERE id > ? ORDER BY id");
   if (!st.ok()) return error("prepare");

@@ -68,6 +68,8 @@ class Store {
   Status add_evaluation(const nlohmann::json& result, long long* id);
   Status get_evaluation(long long id, nlohmann::json* result);
   Status count_evaluations(long long* count);
+  /// The id of the latest evaluation (0 when there is none).
+  Status last_evaluation_id(long long* id);
   /// Every evaluation with an id above after_id, oldest first (each with its "id").
   Status list_evaluations(long long after_id, std::vector<nlohmann::json>* results);
 

@@ -4,7 +4,7 @@ testing the agent loop without a model. Replies are shaped as vLLM shapes them (
 
 A script is a list of steps, one per request:
   {"content": "...", "tool_calls": [{"name": "Read", "arguments": {...} or "raw JSON text"}]}
-  {"status": 500, "body": {...}}        an error response
+  {"status": 500, "body": {...}}        an error response ("headers": {...} to add some)
   {"drop": true}                         close the connection without answering
   {"context_overflow": true}             vLLM's 400 for a prompt longer than the model's context
   {"raw": {...}}                         a recorded response, sent as it is
@@ -80,13 +80,16 @@ class ScriptedServer:
                 if "raw" in step:  # a response recorded from a real server, replayed verbatim
                     return self.reply(200, step["raw"])
                 if "status" in step:
-                    return self.reply(step["status"], step.get("body", {"error": {"message": "scripted"}}))
+                    return self.reply(step["status"], step.get("body", {"error": {"message": "scripted"}}),
+                                      step.get("headers", {}))
                 prompt_tokens = len(json.dumps(body["messages"])) // 4
                 return self.reply(200, vllm_completion(step, index, prompt_tokens))
 
-            def reply(self, status: int, payload: dict):
+            def reply(self, status: int, payload: dict, headers: dict | None = None):
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -73,6 +73,8 @@ def test_errors_the_model_can_fix_go_back_to_it_and_into_the_trajectory(agent, t
         {"tool_calls": [call("Read", file_path="kernels/missing.cu")]},  # the tool fails
         {"status": 500, "body": {"error": {"message": "engine overloaded"}}},
         {"drop": True},
+        {"status": 429, "headers": {"Retry-After": "0"},
+         "body": {"error": {"message": "rate limited"}}},
         {"tool_calls": [call("Write", file_path="model.py", content="import os\n")]},  # read-only
         {"tool_calls": [call("Bash", command="cat ../../../../etc/hostname > /dev/null; "
                                              "echo written > model.py")]},
@@ -94,9 +96,10 @@ def test_errors_the_model_can_fix_go_back_to_it_and_into_the_trajectory(agent, t
     assert out[4]["error"]
     assert (Path(t["workspace"]) / "model.py").read_text() == task.read_text()
     assert out[5]["output"].strip() == "from-text" and not out[5]["error"]
-    turn = t["turns"][3]  # the 500 and the dropped connection were retried within one turn
-    assert turn["attempts"] == 3 and len(turn["retries"]) == 2
+    turn = t["turns"][3]  # the 500, the dropped connection and the 429 were retried in one turn
+    assert turn["attempts"] == 4 and len(turn["retries"]) == 3
     assert "HTTP 500" in turn["retries"][0] and "engine overloaded" in turn["retries"][0]
+    assert "HTTP 429" in turn["retries"][2] and "rate limited" in turn["retries"][2]
     assert t["turns"][5]["calls_from_text"] is True
     # The final evaluation ran on the untouched infrastructure.
     assert "modified" not in t["final"].get("reason", "")
@@ -205,3 +208,38 @@ def test_an_interrupted_episode_keeps_its_trajectory(agent, task):
     assert t["ending"]["reason"] == "interrupted" and t["final"] is None
     assert "started" in t["turns"][0]["tool_calls"][0]["output"]
     assert "final evaluation: none" in agent.run("show", run).stdout
+
+
+def test_a_filed_episode_replays_through_the_same_tools(agent, task, tmp_path):
+    script = [{"tool_calls": [call("Write", file_path="notes.txt", content="first\n")]},
+              {"tool_calls": [call("Bash", command="cat notes.txt; echo second >> notes.txt")]},
+              {"tool_calls": [call("Read", file_path="notes.txt")]},
+              {"content": "done"}]
+    jsonl = tmp_path / "episodes.jsonl"
+    with ScriptedServer(script) as server:
+        first = agent.episode(task, server.url, "--stage", "compile", "--trajectory", str(jsonl))
+    for source in (first.record["run"], str(jsonl)):
+        agent.count += 1
+        r = agent.run("optimize", str(task), "--device", "cpu", "--policy", "replay", "--replay",
+                      source, "--json", "--stage", "compile",
+                      "--workspace", str(agent.home / f"replay-{agent.count}"))
+        replayed = json.loads(agent.run("show", json.loads(r.stdout)["run"], "--json").stdout)
+        assert replayed["policy"] == "replay" and replayed["model"] == f"replay of {source}"
+        outputs = [c["output"] for turn in replayed["turns"] for c in turn["tool_calls"]]
+        assert outputs == [c["output"] for c in first.tool_outputs()]
+        assert "1\tfirst\n     2\tsecond" in outputs[2]
+        assert replayed["ending"]["reason"] == "finished"
+    r = agent.run("optimize", str(task), "--device", "cpu", "--policy", "replay", "--replay", "r999")
+    assert r.returncode == 2 and "run r999" in r.stderr
+
+
+def test_the_api_key_is_sent_to_the_server_and_hidden_from_the_models_commands(
+        agent, task, monkeypatch):
+    monkeypatch.setenv("CUDA_AGENT_TEST_KEY", "sk-test-456")
+    script = [{"tool_calls": [call("Bash", command="echo \"key=[$CUDA_AGENT_TEST_KEY]\"")]}]
+    with ScriptedServer(script) as server:
+        e = agent.episode(task, server.url, "--stage", "compile",
+                          "--api-key-env", "CUDA_AGENT_TEST_KEY")
+    assert all(r["authorization"] == "Bearer sk-test-456" for r in server.requests)
+    assert e.tool_outputs()[0]["output"].strip() == "key=[]"
+    assert "sk-test-456" not in json.dumps(e.trajectory)

@@ -40,6 +40,24 @@ def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_
     model = (tmp_path / "ws" / "model_new.py").read_text()
     assert "class ModelNew" in model and f"\nCONFIG = {tuning['config']} " in model
 
+    # The episode is a trajectory like a model's: the files written through the Write tool, the
+    # tuner's choice an edit of model_new.py, every evaluation, the final one's reward.
+    t = json.loads(agent.run("show", r["run"], "--json").stdout)
+    assert t["policy"] == "synth" and t["ending"]["reason"] == "finished"
+    written = {json.loads(c["arguments"])["file_path"] for c in t["turns"][0]["tool_calls"]
+               if c["name"] == "Write"}
+    assert {"kernels/fused_elementwise.cpp", "model_new.py"} <= written
+    assert "synthesize: one fused elementwise kernel" in t["messages"][2]["content"]
+    assert t["final"]["reward"] == r["reward"] and len(t["evaluations"]) == len(tuning["tried"])
+    # Replayed through the same tools in a fresh workspace, it leaves the same files.
+    replayed = tmp_path / "replayed"
+    result = agent.run("optimize", str(AFFINE_CHAIN), "--device", "cpu", "--policy", "replay",
+                       "--replay", r["run"], "--shrink", "64", "--stage", "verify", "--json",
+                       "--workspace", str(replayed))
+    assert json.loads(result.stdout)["correct"], result.stderr
+    for name in ("model_new.py", "kernels/fused_elementwise.cpp"):
+        assert (replayed / name).read_text() == (tmp_path / "ws" / name).read_text()
+
     # The next episode of the same kernel and class of sizes on this CPU starts from the winner.
     def evaluations() -> int:
         with sqlite3.connect(agent.store) as db:
