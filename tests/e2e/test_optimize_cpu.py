@@ -4,6 +4,7 @@ the evaluator verifies (and times) them against the unrewritten task on random i
 it has no plan for is refused with the ops named."""
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -181,11 +182,26 @@ ROW_AND_REWRITE_TASKS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def row_and_rewrite_results(agent, tmp_path_factory):
+    """Every task above optimized up front, two at a time (each is mostly one process waiting
+    on another: capture, compile, verify), keyed by task."""
+    base = tmp_path_factory.mktemp("rows")
+
+    def one(entry):
+        task, shrink, _ = entry
+        ws = base / Path(task).stem
+        return task, (ws, *optimize(agent, ROOT / "tasks" / task, ws, "--shrink", str(shrink),
+                                    "--stage", "verify"))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(one, ROW_AND_REWRITE_TASKS))
+
+
 @pytest.mark.parametrize("task,shrink,kernel", ROW_AND_REWRITE_TASKS,
                          ids=[Path(t).stem for t, _, _ in ROW_AND_REWRITE_TASKS])
-def test_row_and_rewritten_tasks_pass_verification(agent, tmp_path, task, shrink, kernel):
-    result, r = optimize(agent, ROOT / "tasks" / task, tmp_path / "ws", "--shrink", str(shrink),
-                         "--stage", "verify")
+def test_row_and_rewritten_tasks_pass_verification(row_and_rewrite_results, task, shrink, kernel):
+    ws, result, r = row_and_rewrite_results[task]
     assert result.returncode == 0, result.stderr
     assert r["correct"] and r["violations"] == [], r.get("reason")
-    assert (tmp_path / "ws" / "kernels" / f"{kernel}.cpp").exists()
+    assert (ws / "kernels" / f"{kernel}.cpp").exists()
