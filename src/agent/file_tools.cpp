@@ -11,6 +11,7 @@
 
 #include "agent/tool.h"
 #include "util/files.h"
+#include "util/text.h"
 
 namespace cuda_agent::agent {
 
@@ -27,19 +28,6 @@ constexpr std::size_t kMaxReadChars = 100000;
 constexpr std::uintmax_t kMaxFileBytes = 32u << 20;
 constexpr std::size_t kSnippetContext = 3;
 constexpr std::size_t kMaxSnippetLines = 30;
-
-/// The lines of text, without their line ends; a final line end does not start another line.
-std::vector<std::string_view> split_lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
-}
 
 /// The first at most n bytes of text, without splitting a UTF-8 character (a split one would make
 /// the tool message invalid JSON text).

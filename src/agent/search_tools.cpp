@@ -14,6 +14,7 @@
 
 #include "agent/tool.h"
 #include "util/files.h"
+#include "util/text.h"
 
 namespace cuda_agent::agent {
 
@@ -258,21 +259,6 @@ ToolOutput run_glob(const json& args, ToolContext& context) {
   return ToolOutput::ok(cut_for_model(out, kMaxOutputChars));
 }
 
-/// The lines of text without their line ends ("\r\n" too).
-std::vector<std::string_view> split_lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    lines.push_back(line);
-    start = end + 1;
-  }
-  return lines;
-}
-
 /// What Grep asks for, read from its arguments.
 struct GrepRequest {
   std::string pattern;
@@ -420,7 +406,7 @@ ToolOutput run_grep(const json& args, ToolContext& context) {
     std::string text;
     if (fs::file_size(file, ec) > kMaxGrepFileBytes || ec) continue;
     if (!read_file(file, &text).ok() || text.find('\0') != std::string::npos) continue;
-    std::vector<std::string_view> lines = split_lines(text);
+    std::vector<std::string_view> lines = split_lines(text, /*strip_cr=*/true);
     FileMatches found{file, {}};
     std::size_t unsearched = 0;
     for (std::size_t i = 0; i < lines.size(); ++i) {

@@ -160,6 +160,20 @@ struct Tuner {
   }
 };
 
+Status append_line(const std::string& path, const std::string& line) {
+  std::ofstream out(path, std::ios::app);
+  out << line << "\n";
+  if (!out) return Status::IoError("cannot append to " + path);
+  return Status::OK();
+}
+
+/// The task and the run store (empty path: the default one) an episode needs.
+Status open_run(const std::string& task_path, const std::string& store_path, Task* task,
+                std::unique_ptr<Store>* store) {
+  if (Status s = load_task(task_path, task); !s.ok()) return s;
+  return Store::Open(store_path.empty() ? default_store_path() : fs::path(store_path), store);
+}
+
 /// The trajectory that --replay names: a run in the store ("r3"), or the last record of a JSONL
 /// file of trajectories.
 Status recorded_trajectory(const std::string& which, Store* store, nlohmann::json* record) {
@@ -237,7 +251,7 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
       ->add_option("--request-timeout", a.request_timeout_s, "llm: seconds one request may take")
       ->capture_default_str();
   a.command->add_option("--trajectory", a.trajectory,
-                        "llm: also append the trajectory to this JSONL file");
+                        "also append the episode's trajectory to this JSONL file");
   a.command->add_option("--device", a.eval.device, "cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
@@ -246,7 +260,7 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   a.command->add_option("--workspace", a.workspace,
-                        "the episode's folder (default ~/.cache/cuda-agent/episodes/TASK-synth)");
+                        "the episode's folder (default ~/.cache/cuda-agent/episodes/TASK-POLICY)");
   a.command
       ->add_option("--stage", a.eval.stage, "stop after: compile, verify, or run all (profile)")
       ->check(CLI::IsMember({"compile", "verify", "profile", "all"}))
@@ -268,13 +282,8 @@ int OptimizeCommand::run(const std::string& store_path) {
   Args& a = *args_;
   if (a.policy != "synth") return run_agent(store_path);
   Task task;
-  if (Status s = load_task(a.task, &task); !s.ok()) return fail(s);
   std::unique_ptr<Store> store;
-  if (Status s =
-          Store::Open(store_path.empty() ? default_store_path() : fs::path(store_path), &store);
-      !s.ok()) {
-    return fail(s);
-  }
+  if (Status s = open_run(a.task, store_path, &task, &store); !s.ok()) return fail(s);
   PosixProcessRunner runner;
   auto say = [&a](const std::string& line) {
     if (!a.as_json) std::cerr << "  " << line << "\n";
@@ -416,8 +425,11 @@ int OptimizeCommand::run(const std::string& store_path) {
   }
   info.final_evaluation = result.to_json();
   long long run_id = 0;
-  if (Status s = store->add_trajectory(agent::trajectory_record(episode, info), &run_id); !s.ok()) {
-    return fail(s);
+  nlohmann::json trajectory = agent::trajectory_record(episode, info);
+  if (Status s = store->add_trajectory(trajectory, &run_id); !s.ok()) return fail(s);
+  if (!a.trajectory.empty()) {
+    trajectory["id"] = run_id;
+    if (Status s = append_line(a.trajectory, trajectory.dump()); !s.ok()) return fail(s);
   }
   const std::string run = "r" + std::to_string(run_id);
   if (a.as_json) {
@@ -464,13 +476,8 @@ int OptimizeCommand::run_agent(const std::string& store_path) {
     return fail(Status::InvalidArgument("--max-reply-tokens must be less than --max-context"));
   }
   Task task;
-  if (Status s = load_task(a.task, &task); !s.ok()) return fail(s);
   std::unique_ptr<Store> store;
-  if (Status s =
-          Store::Open(store_path.empty() ? default_store_path() : fs::path(store_path), &store);
-      !s.ok()) {
-    return fail(s);
-  }
+  if (Status s = open_run(a.task, store_path, &task, &store); !s.ok()) return fail(s);
   PosixProcessRunner runner;
   auto say = [&a](const std::string& line) {
     if (!a.as_json) std::cerr << "  " << line << "\n";
@@ -512,9 +519,7 @@ int OptimizeCommand::run_agent(const std::string& store_path) {
   Status ran = agent::run_llm_episode(task, o, client.get(), store.get(), &runner, say, &outcome);
   const std::string run = "r" + std::to_string(outcome.run_id);
   if (outcome.run_id > 0 && !a.trajectory.empty()) {
-    std::ofstream out(a.trajectory, std::ios::app);
-    out << outcome.record.dump() << "\n";
-    if (!out) return fail(Status::IoError("cannot append to " + a.trajectory));
+    if (Status s = append_line(a.trajectory, outcome.record.dump()); !s.ok()) return fail(s);
   }
   if (outcome.run_id > 0 && !outcome.evaluated) {
     std::cerr << "  trajectory " << run << " filed (cuda-agent show " << run << ")\n";

@@ -93,4 +93,18 @@ std::string valid_utf8(const std::string& text) {
   return out;
 }
 
+std::vector<std::string_view> split_lines(std::string_view text, bool strip_cr) {
+  std::vector<std::string_view> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    if (strip_cr && !line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back(line);
+    start = end + 1;
+  }
+  return lines;
+}
+
 }  // namespace cuda_agent

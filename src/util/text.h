@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cuda_agent {
@@ -25,6 +26,10 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
 /// text with every byte that is not part of well-formed UTF-8 replaced by U+FFFD, so that it can
 /// go into JSON (a command's output may hold anything).
 std::string valid_utf8(const std::string& text);
+
+/// The lines of text without their line ends (and, with strip_cr, a '\r' before one); a final
+/// line end does not start another line. The views point into text.
+std::vector<std::string_view> split_lines(std::string_view text, bool strip_cr = false);
 
 /// The last non-empty line of a text, e.g. the exception line of a Python traceback.
 std::string last_line(const std::string& text);

@@ -55,5 +55,13 @@ TEST(ValidUtf8, KeepsWellFormedTextAndReplacesTheRest) {
   EXPECT_EQ(valid_utf8(std::string("a\0b", 3)), std::string("a\0b", 3));
 }
 
+TEST(SplitLines, AFinalLineEndStartsNoLineAndCarriageReturnsGoOnRequest) {
+  EXPECT_EQ(split_lines("a\nb\n"), (std::vector<std::string_view>{"a", "b"}));
+  EXPECT_EQ(split_lines("a\n\nb"), (std::vector<std::string_view>{"a", "", "b"}));
+  EXPECT_TRUE(split_lines("").empty());
+  EXPECT_EQ(split_lines("a\r\nb"), (std::vector<std::string_view>{"a\r", "b"}));
+  EXPECT_EQ(split_lines("a\r\nb", true), (std::vector<std::string_view>{"a", "b"}));
+}
+
 }  // namespace
 }  // namespace cuda_agent

@@ -24,7 +24,8 @@ def optimize(agent, task: Path, workspace: Path, *extra: str):
 def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_the_winner(
         agent, tmp_path):
     agent = CudaAgent(agent.binary, tmp_path)  # a tuning database of its own
-    result, r = optimize(agent, AFFINE_CHAIN, tmp_path / "ws", "--shrink", "64")
+    result, r = optimize(agent, AFFINE_CHAIN, tmp_path / "ws", "--shrink", "64",
+                         "--trajectory", str(tmp_path / "episodes.jsonl"))
     assert result.returncode == 0, result.stderr
     assert r["correct"] and r["reward"] >= 1 and r["violations"] == []
     assert r["settings"]["task_sizes"] == {"rows": [32768, 512]}
@@ -45,6 +46,7 @@ def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_
     # tuner's choice an edit of model_new.py, every evaluation, the final one's reward.
     t = json.loads(agent.run("show", r["run"], "--json").stdout)
     assert t["policy"] == "synth" and t["ending"]["reason"] == "finished"
+    assert json.loads((tmp_path / "episodes.jsonl").read_text()) == t
     written = {json.loads(c["arguments"])["file_path"] for c in t["turns"][0]["tool_calls"]
                if c["name"] == "Write"}
     assert {"kernels/fused_elementwise.cpp", "model_new.py"} <= written
