@@ -86,8 +86,7 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
   } else {
     WorkspaceRecord now;
     if (Status s = store->get_workspace(laid_out.path, &now);
-        !s.ok() || now.checksums != laid_out.checksums ||
-        now.task_source != laid_out.task_source) {
+        !s.ok() || now.checksums != laid_out.checksums || now.task_source != laid_out.task_source) {
       say("evaluate: the run store's record of the workspace had changed; put back as laid out");
       if (Status p = store->put_workspace(laid_out); !p.ok()) return p;
     }
@@ -97,8 +96,8 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
     say("evaluate: the workspace as the episode left it");
     Evaluator evaluator(eval, runner, store, say);
     evaluated = evaluator.evaluate(options.workspace, &outcome->final);
-    final_evaluation = evaluated.ok() ? outcome->final.to_json()
-                                      : nlohmann::json{{"error", evaluated.message()}};
+    final_evaluation =
+        evaluated.ok() ? outcome->final.to_json() : nlohmann::json{{"error", evaluated.message()}};
   }
 
   EpisodeInfo info;

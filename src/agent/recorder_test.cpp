@@ -15,10 +15,10 @@ TEST(EpisodeRecorder, ActionsGoThroughTheToolsAndReadAsAConversation) {
   ToolContext context{WorkspacePaths(dir.path()), {}, {}, nullptr};
   EpisodeRecorder recorder(&context, "system", "task");
   recorder.turn("plan: one kernel");
-  EXPECT_FALSE(recorder.call("Write", {{"file_path", "kernels/k.cpp"}, {"content", "int x;\n"}})
-                   .error);
-  EXPECT_FALSE(recorder.call("Write", {{"file_path", "model_new.py"}, {"content", "CONFIG = 1 "}})
-                   .error);
+  EXPECT_FALSE(
+      recorder.call("Write", {{"file_path", "kernels/k.cpp"}, {"content", "int x;\n"}}).error);
+  EXPECT_FALSE(
+      recorder.call("Write", {{"file_path", "model_new.py"}, {"content", "CONFIG = 1 "}}).error);
   recorder.turn("tune");
   EXPECT_FALSE(recorder
                    .call("Edit", {{"file_path", "model_new.py"},

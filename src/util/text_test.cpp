@@ -48,7 +48,10 @@ TEST(ValidUtf8, KeepsWellFormedTextAndReplacesTheRest) {
   EXPECT_EQ(valid_utf8("plain ascii\n"), "plain ascii\n");
   EXPECT_EQ(valid_utf8("\xC3\xA9t\xC3\xA9 \xE2\x9C\x93 \xF0\x9F\x98\x80"),
             "\xC3\xA9t\xC3\xA9 \xE2\x9C\x93 \xF0\x9F\x98\x80");
-  EXPECT_EQ(valid_utf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(valid_utf8("a\xFF"
+                       "b"),
+            "a\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(valid_utf8("cut \xE2\x9C"), "cut \xEF\xBF\xBD\xEF\xBF\xBD");  // half a character
   EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");          // overlong '/'
   EXPECT_EQ(valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
