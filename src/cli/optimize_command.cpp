@@ -321,7 +321,8 @@ int OptimizeCommand::run(const std::string& store_path) {
        " kernel for " + std::to_string(graph.ops.size()) + " ops");
 
   fs::path dir = a.workspace.empty() ? fresh_workspace(task.id, "synth") : fs::path(a.workspace);
-  InitOptions init{a.eval.device, harness_dir() / "workspace", self_executable()};
+  InitOptions init{
+      a.eval.device, harness_dir() / "workspace", self_executable(), {}, a.eval.shrink};
   WorkspaceRecord record;
   if (Status s = init_workspace(task, dir, init, store.get(), &record); !s.ok()) return fail(s);
   EvalOptions& o = a.eval;

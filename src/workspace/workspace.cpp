@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 /// Infrastructure copied from the templates, relative to the workspace root.
 const char* kInfrastructure[] = {
     "SKILL.md",        "utils/__init__.py", "utils/kernels.py", "utils/compile.py",
-    "utils/verify.py", "utils/profile.py",  "utils/_stage.py",
+    "utils/verify.py", "utils/profile.py",  "utils/_stage.py",  "utils/profile_model.py",
 };
 
 Status make_read_only(const fs::path& path) {
@@ -77,6 +77,8 @@ Status init_workspace(const Task& task, const fs::path& dir, const InitOptions& 
       {"binary", options.binary.string()},
       {"store", (options.store.empty() ? store->path() : options.store).string()},
       {"device", options.device},
+      {"shrink", options.shrink},
+      {"harness", options.template_dir.parent_path().string()},
       {"task", task.path.string()}};
   s = write_file_atomic(dir / ".cuda-agent" / "workspace.json", config.dump(2) + "\n");
   if (!s.ok()) return s;

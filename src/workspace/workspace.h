@@ -5,7 +5,8 @@
 ///   model.py        the task (the reference)                         read-only
 ///   model_new.py    the policy's implementation, calling kernels/    the policy writes it
 ///   kernels/        .cu / .cpp / .h sources                          the policy writes them
-///   utils/          kernels.py (the fixed ctypes binding), compile.py, verify.py, profile.py
+///   utils/          kernels.py (the fixed ctypes binding), compile.py, verify.py, profile.py,
+///                   profile_model.py (model.py's time, op by op)
 ///                                                                    read-only
 ///   .cuda-agent/    workspace.json: how utils/ reaches the cuda-agent binary and store
 ///
@@ -29,6 +30,8 @@ struct InitOptions {
   /// The store utils/ evaluates into, written there too; empty: the store that records the
   /// workspace (an agent episode gives its own, so the model's commands never write the run's).
   std::filesystem::path store;
+  /// The evaluations' --shrink, which utils/profile_model.py profiles model.py at.
+  int shrink = 1;
 };
 
 /// Lays out a workspace for task in dir (which must be missing or empty) and records it in store.

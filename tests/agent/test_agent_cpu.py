@@ -243,3 +243,16 @@ def test_the_api_key_is_sent_to_the_server_and_hidden_from_the_models_commands(
     assert all(r["authorization"] == "Bearer sk-test-456" for r in server.requests)
     assert e.tool_outputs()[0]["output"].strip() == "key=[]"
     assert "sk-test-456" not in json.dumps(e.trajectory)
+
+
+def test_the_model_profiles_the_reference_at_the_evaluations_sizes(agent, task):
+    script = [{"tool_calls": [call("Bash", command="python utils/profile_model.py")]},
+              {"tool_calls": [call("Bash", command="python utils/profile_model.py --shrink 1 "
+                                                   "--rows 3")]}]
+    with ScriptedServer(script) as server:
+        e = agent.episode(task, server.url, "--stage", "compile", "--shrink", "4")
+    shrunk, full = (c["output"] for c in e.tool_outputs())
+    assert "model.py on cpu: rows 64 (of 256)" in shrunk and "eager: " in shrunk
+    # The task's three ops, by self time.
+    assert all(op in shrunk for op in ("aten::mul", "aten::add", "aten::relu"))
+    assert "model.py on cpu: rows 256\n" in full and "gpuGetDeviceCount" not in full
