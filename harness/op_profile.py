@@ -56,7 +56,7 @@ def main() -> int:
     print(f"eager: {statistics.median(times):.3f} ms a call (median of {args.calls}, "
           "wall clock, device synchronised)")
     sort = "self_device_time_total" if args.device == "cuda" else "self_cpu_time_total"
-    print(f"ops over {args.calls} calls, by self time on the {args.device}:")
+    print(f"ops over {args.calls} calls, by self time on {args.device}:")
     print(prof.key_averages().table(sort_by=sort, row_limit=args.rows))
     return 0
 
