@@ -85,7 +85,8 @@ AgentLoop::AgentLoop(AgentOptions options, llm::LlmClient* client, const ToolReg
       context_(context),
       progress_(std::move(progress)) {}
 
-ToolEvent AgentLoop::call_tool(const llm::ToolCall& call) {
+ToolEvent run_tool_call(const ToolRegistry& tools, ToolContext& context,
+                        const llm::ToolCall& call) {
   ToolEvent event;
   event.call_id = call.id;
   event.name = call.name;
@@ -101,10 +102,10 @@ ToolEvent AgentLoop::call_tool(const llm::ToolCall& call) {
     return fail("this tool call could not be read (" + one_line(call.arguments, 200) +
                 "); write calls as JSON: {\"name\": TOOL, \"arguments\": {...}}");
   }
-  const Tool* tool = tools_->find(call.name);
+  const Tool* tool = tools.find(call.name);
   if (!tool) {
     std::string names;
-    for (const std::string& n : tools_->names()) names += (names.empty() ? "" : ", ") + n;
+    for (const std::string& n : tools.names()) names += (names.empty() ? "" : ", ") + n;
     return fail("there is no tool named \"" + call.name + "\"; the tools are: " + names);
   }
   std::string text = call.arguments;
@@ -121,7 +122,7 @@ ToolEvent AgentLoop::call_tool(const llm::ToolCall& call) {
   }
   ToolOutput output;
   try {
-    output = tool->run(args, *context_);
+    output = tool->run(args, context);
   } catch (const std::exception& e) {
     output = ToolOutput::fail(call.name + " failed: " + e.what());
   }
@@ -167,8 +168,7 @@ Episode AgentLoop::run(const std::string& system_prompt, const std::string& task
     turn.number = number;
     llm::ChatResponse response;
     llm::CallInfo info;
-    bool answered = false;
-    for (int overflow = 0; !answered; ++overflow) {
+    for (int overflow = 0;; ++overflow) {
       ContextFit fit = fit_context(&context, specs_chars, chars_per_token, budget);
       if (fit.cut > 0) {
         turn.notes.push_back("cut " + std::to_string(fit.cut) +
@@ -191,7 +191,6 @@ Episode AgentLoop::run(const std::string& system_prompt, const std::string& task
       turn.attempts += info.attempts;
       turn.retries.insert(turn.retries.end(), info.retries.begin(), info.retries.end());
       if (s.ok()) {
-        answered = true;
         if (response.usage && response.usage->prompt_tokens > 0) {
           // The server's count calibrates the estimate for the next turns.
           const long long estimate = estimate_tokens(context, specs_chars, 1.0);
@@ -256,7 +255,7 @@ Episode AgentLoop::run(const std::string& system_prompt, const std::string& task
       return end(Ending::kFinished, one_line(reply.content, 160));
     }
     for (const llm::ToolCall& call : reply.tool_calls) {
-      ToolEvent event = call_tool(call);
+      ToolEvent event = run_tool_call(*tools_, *context_, call);
       say("turn " + std::to_string(number) + ": " + describe_call(call.name, call.arguments) +
           (event.error ? " -> " + one_line(event.output, 100) : ""));
       llm::Message result = llm::Message::tool(call.id, event.output);

@@ -82,14 +82,18 @@ class AgentLoop {
   Episode run(const std::string& system_prompt, const std::string& task_message);
 
  private:
-  ToolEvent call_tool(const llm::ToolCall& call);
-
   AgentOptions options_;
   llm::LlmClient* client_;
   const ToolRegistry* tools_;
   ToolContext* context_;
   Progress progress_;
 };
+
+/// Runs one call through its tool in context. A call that could not be read, an unknown tool,
+/// arguments that are not a JSON object and a tool that throws are errors the model can act on;
+/// the output is made valid UTF-8 (a command may print any bytes), and an error's starts with
+/// "Error: ". The loop and the EpisodeRecorder both call tools through it.
+ToolEvent run_tool_call(const ToolRegistry& tools, ToolContext& context, const llm::ToolCall& call);
 
 /// One line for a person: "Bash(python utils/compile.py)", "Read(model.py)", ...
 std::string describe_call(const std::string& name, const std::string& arguments);

@@ -2,8 +2,6 @@
 
 #include <chrono>
 
-#include "util/text.h"
-
 namespace cuda_agent::agent {
 
 namespace {
@@ -38,19 +36,13 @@ void EpisodeRecorder::turn(const std::string& text) {
 
 ToolOutput EpisodeRecorder::call(const std::string& tool, const nlohmann::json& arguments) {
   if (!open_) turn("");
-  const std::string id =
-      "call_" + std::to_string(open_->number) + "_" + std::to_string(open_->tools.size() + 1);
-  const double start = now_s();
-  ToolOutput output;
-  if (const Tool* t = tools_.find(tool)) {
-    output = t->run(arguments, *context_);
-  } else {
-    output = ToolOutput::fail("there is no tool named \"" + tool + "\"");
-  }
-  output.text = valid_utf8(output.text);
-  assistant_.tool_calls.push_back({id, tool, arguments.dump()});
-  ToolEvent event{id, tool, arguments.dump(), output.text, output.error, now_s() - start};
-  results_.push_back(llm::Message::tool(id, output.text));
+  const llm::ToolCall call{
+      "call_" + std::to_string(open_->number) + "_" + std::to_string(open_->tools.size() + 1), tool,
+      arguments.dump()};
+  ToolEvent event = run_tool_call(tools_, *context_, call);
+  assistant_.tool_calls.push_back(call);
+  results_.push_back(llm::Message::tool(call.id, event.output));
+  ToolOutput output{event.output, event.error};
   open_->tools.push_back(std::move(event));
   return output;
 }

@@ -21,8 +21,8 @@ class EpisodeRecorder {
 
   /// Starts a turn with the policy's text for it.
   void turn(const std::string& text);
-  /// Runs a tool call in the current turn and records it; the output is returned as the tool
-  /// gave it (an error is the caller's to act on).
+  /// Runs a tool call in the current turn (run_tool_call) and records it; the output is returned
+  /// as the trajectory holds it (an error is the caller's to act on).
   ToolOutput call(const std::string& tool, const nlohmann::json& arguments);
   /// The last turn: text and no calls. The episode ends finished.
   Episode finish(const std::string& text);
