@@ -72,8 +72,10 @@ ToolOutput run_bash(const json& args, ToolContext& context) {
   }
   ProcessResult result = shells.runner()->run(spec);
   if (!result.started) return ToolOutput::fail("the command could not start: " + result.error);
-  std::size_t end = 0;
-  std::string output = read_from(spec.stdout_path, 0, &end);
+  std::string output;
+  if (Status s = read_file(spec.stdout_path, &output); !s.ok()) {
+    return ToolOutput::fail("the command's output could not be read: " + s.message());
+  }
   std::string text = cut_for_model(output, kMaxOutputChars);
   const std::string note = ending_note(result);
   if (!note.empty()) text += (text.empty() || text.back() == '\n' ? "" : "\n") + note;

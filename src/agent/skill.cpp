@@ -3,17 +3,11 @@
 #include <sstream>
 
 #include "util/files.h"
+#include "util/text.h"
 
 namespace cuda_agent::agent {
 
 namespace {
-
-std::string trim(const std::string& s) {
-  const char* space = " \t\r\n";
-  std::size_t b = s.find_first_not_of(space);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(space) - b + 1);
-}
 
 /// A scalar of the front matter: plain, or in single or double quotes.
 std::string scalar(std::string value) {

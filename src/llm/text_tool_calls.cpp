@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <regex>
 
+#include "util/text.h"
+
 namespace cuda_agent::llm {
 
 namespace {
 
 using nlohmann::json;
-
-std::string trim(const std::string& s) {
-  const char* space = " \t\r\n";
-  std::size_t b = s.find_first_not_of(space);
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(space) - b + 1);
-}
 
 /// {"name", "arguments" | "parameters"} as a call; false when the object is not one.
 bool call_from_object(const json& j, ToolCall* call) {

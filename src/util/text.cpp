@@ -61,6 +61,13 @@ std::string last_line(const std::string& text) {
   return "";
 }
 
+std::string trim(const std::string& text) {
+  const char* space = " \t\r\n";
+  std::size_t b = text.find_first_not_of(space);
+  if (b == std::string::npos) return "";
+  return text.substr(b, text.find_last_not_of(space) - b + 1);
+}
+
 std::string valid_utf8(const std::string& text) {
   std::string out;
   out.reserve(text.size());

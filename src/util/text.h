@@ -23,6 +23,9 @@ std::string trim_compiler_log(const std::string& log);
 /// The parts with separator between them ("a, b, c").
 std::string join(const std::vector<std::string>& parts, const std::string& separator);
 
+/// text without the spaces, tabs and line ends around it.
+std::string trim(const std::string& text);
+
 /// text with every byte that is not part of well-formed UTF-8 replaced by U+FFFD, so that it can
 /// go into JSON (a command's output may hold anything).
 std::string valid_utf8(const std::string& text);

@@ -44,6 +44,12 @@ TEST(LastLine, SkipsTrailingBlankLines) {
   EXPECT_EQ(last_line("Traceback\n  File x\nValueError: bad\n\n  \n"), "ValueError: bad");
 }
 
+TEST(Trim, TakesSpacesTabsAndLineEndsFromBothEnds) {
+  EXPECT_EQ(trim(" \t a b \r\n"), "a b");
+  EXPECT_EQ(trim(" \n "), "");
+  EXPECT_EQ(trim("x"), "x");
+}
+
 TEST(ValidUtf8, KeepsWellFormedTextAndReplacesTheRest) {
   EXPECT_EQ(valid_utf8("plain ascii\n"), "plain ascii\n");
   EXPECT_EQ(valid_utf8("\xC3\xA9t\xC3\xA9 \xE2\x9C\x93 \xF0\x9F\x98\x80"),
