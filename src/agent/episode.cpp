@@ -59,8 +59,8 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
   // In-episode evaluations build into the episode's cache (default_cache_dir follows it).
   context.env["XDG_CACHE_HOME"] = (options.private_dir / "cache").string();
   const fs::path root = context.paths.root();
-  for (const char* infra : {"SKILL.md", "model.py", "utils", ".cuda-agent"}) {
-    context.readonly_paths.push_back(root / infra);
+  for (const std::string& entry : read_only_entries()) {
+    context.readonly_paths.push_back(root / entry);
   }
   for (const char* suffix : {"", "-wal", "-shm"}) {
     context.readonly_paths.push_back(store->path().string() + suffix);

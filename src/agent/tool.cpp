@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "workspace/workspace.h"
+
 namespace cuda_agent::agent {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-/// The read-only infrastructure, relative to the workspace root: a file, or a folder and all
-/// beneath it.
-const char* kReadOnly[] = {"SKILL.md", "model.py", "utils", ".cuda-agent"};
 
 bool inside(const fs::path& path, const fs::path& folder) {
   auto p = path.begin();
@@ -76,7 +74,7 @@ std::string WorkspacePaths::relative(const fs::path& path) const {
 }
 
 bool WorkspacePaths::read_only(const fs::path& path) const {
-  for (const char* entry : kReadOnly) {
+  for (const std::string& entry : read_only_entries()) {
     if (inside(path, root_ / entry)) return true;
   }
   return false;

@@ -35,6 +35,11 @@ Status checksum(const fs::path& path, std::string* sha) {
 
 }  // namespace
 
+const std::vector<std::string>& read_only_entries() {
+  static const std::vector<std::string> entries = {"SKILL.md", "model.py", "utils", ".cuda-agent"};
+  return entries;
+}
+
 std::string workspace_key(const fs::path& dir) {
   std::error_code ec;
   fs::path canonical = fs::weakly_canonical(fs::absolute(dir), ec);

@@ -16,6 +16,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "store/store.h"
 #include "task/task.h"
@@ -33,6 +34,11 @@ struct InitOptions {
   /// The evaluations' --shrink, which utils/profile_model.py profiles model.py at.
   int shrink = 1;
 };
+
+/// The read-only infrastructure, relative to a workspace's root: files, and folders with all
+/// beneath them (SKILL.md, model.py, utils, .cuda-agent). The agent's tools refuse to write
+/// them, and its commands run with them mounted read-only.
+const std::vector<std::string>& read_only_entries();
 
 /// Lays out a workspace for task in dir (which must be missing or empty) and records it in store.
 Status init_workspace(const Task& task, const std::filesystem::path& dir,
