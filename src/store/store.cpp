@@ -274,14 +274,20 @@ Status Store::add_evaluation(const nlohmann::json& result, long long* id) {
   return Status::OK();
 }
 
-Status Store::get_evaluation(long long id, nlohmann::json* result) {
-  Statement st(db_, "SELECT result FROM evaluations WHERE id = ?");
+Status Store::get_record(const char* sql, long long id, const std::string& name,
+                         nlohmann::json* record) {
+  Statement st(db_, sql);
   if (!st.ok()) return error("prepare");
   st.bind(1, id);
-  if (st.step() != SQLITE_ROW) return Status::NotFound("evaluation " + std::to_string(id));
-  *result = nlohmann::json::parse(st.text(0), nullptr, false);
-  if (result->is_discarded()) return Status::Corruption("evaluation " + std::to_string(id));
+  if (st.step() != SQLITE_ROW) return Status::NotFound(name);
+  *record = nlohmann::json::parse(st.text(0), nullptr, false);
+  if (record->is_discarded()) return Status::Corruption(name);
   return Status::OK();
+}
+
+Status Store::get_evaluation(long long id, nlohmann::json* result) {
+  return get_record("SELECT result FROM evaluations WHERE id = ?", id,
+                    "evaluation " + std::to_string(id), result);
 }
 
 Status Store::count_evaluations(long long* count) {
@@ -318,13 +324,8 @@ Status Store::add_trajectory(const nlohmann::json& record, long long* id) {
 }
 
 Status Store::get_trajectory(long long id, nlohmann::json* record) {
-  Statement st(db_, "SELECT record FROM trajectories WHERE id = ?");
-  if (!st.ok()) return error("prepare");
-  st.bind(1, id);
-  if (st.step() != SQLITE_ROW) return Status::NotFound("run r" + std::to_string(id));
-  *record = nlohmann::json::parse(st.text(0), nullptr, false);
-  if (record->is_discarded()) return Status::Corruption("run r" + std::to_string(id));
-  return Status::OK();
+  return get_record("SELECT record FROM trajectories WHERE id = ?", id,
+                    "run r" + std::to_string(id), record);
 }
 
 Status Store::last_evaluation_id(long long* id) {

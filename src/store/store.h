@@ -83,6 +83,8 @@ class Store {
  private:
   Store(sqlite3* db, std::filesystem::path path) : db_(db), path_(std::move(path)) {}
   Status exec(const std::string& sql);
+  /// The JSON record that sql (one `?`, the id) selects; NotFound or Corruption naming it.
+  Status get_record(const char* sql, long long id, const std::string& name, nlohmann::json* record);
   Status error(const std::string& what) const;
   sqlite3* db_;
   std::filesystem::path path_;
