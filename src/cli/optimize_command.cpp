@@ -7,7 +7,6 @@
 #include <functional>
 #include <iostream>
 #include <optional>
-#include <regex>
 
 #include "agent/episode.h"
 #include "agent/recorder.h"
@@ -388,20 +387,18 @@ int OptimizeCommand::run(const std::string& store_path) {
   std::string tuned;
   if (Status s = read_file(dir / "model_new.py", &tuned); !s.ok()) return fail(s);
   if (tuned != files["model_new.py"]) {
-    static const std::regex kConfig(R"(\nCONFIG = (-?[0-9]+) )");
-    std::smatch was, now;
-    std::regex_search(files["model_new.py"], was, kConfig);
-    std::regex_search(tuned, now, kConfig);
+    const std::optional<int> was = synth::config_of(files["model_new.py"]);
+    const std::optional<int> now = synth::config_of(tuned);
     if (Status s = write_file_atomic(dir / "model_new.py", files["model_new.py"]); !s.ok()) {
       return fail(s);
     }
     recorder.turn("tune: " + tuning.value("label", std::string("another configuration")) +
                   " is the fastest");
-    agent::ToolOutput edited = was.empty() || now.empty()
-                                   ? agent::ToolOutput::fail("no CONFIG line")
-                                   : recorder.call("Edit", {{"file_path", "model_new.py"},
-                                                            {"old_string", was[0].str()},
-                                                            {"new_string", now[0].str()}});
+    agent::ToolOutput edited =
+        was && now ? recorder.call("Edit", {{"file_path", "model_new.py"},
+                                            {"old_string", synth::config_text(*was)},
+                                            {"new_string", synth::config_text(*now)}})
+                   : agent::ToolOutput::fail("no CONFIG line");
     if (edited.error) {
       agent::ToolOutput wrote =
           recorder.call("Write", {{"file_path", "model_new.py"}, {"content", tuned}});

@@ -31,9 +31,25 @@ std::string model_config_source(const std::string& entry) {
          "_config(CONFIG)\n";
 }
 
+namespace {
+
+const std::regex& config_line() {
+  static const std::regex line(R"(\nCONFIG = (-?[0-9]+) )");
+  return line;
+}
+
+}  // namespace
+
+std::string config_text(int id) { return "\nCONFIG = " + std::to_string(id) + " "; }
+
+std::optional<int> config_of(const std::string& model) {
+  std::smatch match;
+  if (!std::regex_search(model, match, config_line())) return std::nullopt;
+  return std::stoi(match[1].str());
+}
+
 std::string with_config(const std::string& model, int id) {
-  static const std::regex line(R"(\nCONFIG = -?[0-9]+ )");
-  return std::regex_replace(model, line, "\nCONFIG = " + std::to_string(id) + " ",
+  return std::regex_replace(model, config_line(), config_text(id),
                             std::regex_constants::format_first_only);
 }
 

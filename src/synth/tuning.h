@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ std::string model_config_source(const std::string& entry);
 
 /// model (a generated model_new.py) with CONFIG set to id.
 std::string with_config(const std::string& model, int id);
+/// The text with_config writes for id ("\nCONFIG = 3 "), unique in a generated model_new.py.
+std::string config_text(int id);
+/// The configuration a generated model_new.py chooses; empty when it has no CONFIG line.
+std::optional<int> config_of(const std::string& model);
 
 /// A size as its power-of-two class: "2^12" for 3000..4096.
 std::string size_class(long long size);

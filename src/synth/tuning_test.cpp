@@ -14,6 +14,11 @@ TEST(SynthTuning, WithConfigSetsOnlyTheConfigLine) {
   EXPECT_NE(tuned.find("fused_rows_config(CONFIG)\n"), std::string::npos);
   EXPECT_NE(tuned.find("CONFIGURED = 1"), std::string::npos);
   EXPECT_EQ(with_config(tuned, -1), model);
+  // The configuration chosen reads back, and its line is the text with_config wrote.
+  EXPECT_EQ(config_of(tuned), 102);
+  EXPECT_EQ(config_of(model), -1);
+  EXPECT_EQ(config_of("no line here\n"), std::nullopt);
+  EXPECT_NE(tuned.find(config_text(102)), std::string::npos);
 }
 
 TEST(SynthTuning, SizesFallInPowerOfTwoClasses) {
