@@ -257,5 +257,13 @@ TEST(Trajectory, RecordHoldsTheConversationTurnsAndReward) {
   EXPECT_NE(shown.find("final evaluation: pass, reward 2"), std::string::npos);
 }
 
+TEST(Trajectory, RunNamesReadBack) {
+  EXPECT_EQ(run_name(12), "r12");
+  EXPECT_EQ(parse_run_name("r12"), 12);
+  for (const char* not_a_run : {"12", "r", "r1x", "rr1", "", "r-1", "r99999999999999999999"}) {
+    EXPECT_EQ(parse_run_name(not_a_run), std::nullopt) << not_a_run;
+  }
+}
+
 }  // namespace
 }  // namespace cuda_agent::agent

@@ -58,6 +58,16 @@ std::string evaluation_line(const json& e) {
 
 }  // namespace
 
+std::string run_name(long long id) { return "r" + std::to_string(id); }
+
+std::optional<long long> parse_run_name(const std::string& text) {
+  if (text.size() < 2 || text.size() > 19 || text[0] != 'r' ||
+      text.find_first_not_of("0123456789", 1) != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoll(text.substr(1));
+}
+
 std::string utc_now() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -102,7 +112,7 @@ json trajectory_record(const Episode& episode, const EpisodeInfo& info) {
 std::string format_trajectory(const json& r) {
   std::ostringstream out;
   const json& task = r.value("task", json::object());
-  out << "run " << (r.contains("id") ? "r" + std::to_string(r["id"].get<long long>()) : "?") << ": "
+  out << "run " << (r.contains("id") ? run_name(r["id"].get<long long>()) : "?") << ": "
       << task.value("id", "?") << " on " << r.value("device", "?") << " by "
       << r.value("policy", "?");
   if (!r.value("model", "").empty()) out << " (" << r.value("model", "") << ")";

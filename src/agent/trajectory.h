@@ -10,6 +10,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,11 @@ nlohmann::json trajectory_record(const Episode& episode, const EpisodeInfo& info
 /// The record for a person: the header, each turn with its calls and (cut) results, the
 /// evaluations and the ending.
 std::string format_trajectory(const nlohmann::json& record);
+
+/// A run's name as people type it: "r3" for the trajectory filed under id 3.
+std::string run_name(long long id);
+/// The id a run's name gives ("r3" -> 3); empty when text is not "r" and digits.
+std::optional<long long> parse_run_name(const std::string& text);
 
 /// Now, as ISO 8601 in UTC.
 std::string utc_now();

@@ -189,21 +189,20 @@ int run(int argc, char** argv) {
 
   if (*show) {
     nlohmann::json record;
-    const bool run = !show_id.empty() && show_id[0] == 'r';
+    if (std::optional<long long> run = agent::parse_run_name(show_id)) {
+      if (Status s = store->get_trajectory(*run, &record); !s.ok()) return fail(s);
+      record["id"] = *run;
+      std::cout << (show_json ? record.dump(2) + "\n" : agent::format_trajectory(record));
+      return kExitPass;
+    }
     long long id = 0;
     try {
       std::size_t used = 0;
-      id = std::stoll(show_id.substr(run ? 1 : 0), &used);
-      if (used != show_id.size() - (run ? 1 : 0)) throw std::invalid_argument(show_id);
+      id = std::stoll(show_id, &used);
+      if (used != show_id.size()) throw std::invalid_argument(show_id);
     } catch (const std::exception&) {
       return fail(Status::InvalidArgument("show: " + show_id +
                                           " is neither an evaluation id (12) nor a run (r3)"));
-    }
-    if (run) {
-      if (Status s = store->get_trajectory(id, &record); !s.ok()) return fail(s);
-      record["id"] = id;
-      std::cout << (show_json ? record.dump(2) + "\n" : agent::format_trajectory(record));
-      return kExitPass;
     }
     if (Status s = store->get_evaluation(id, &record); !s.ok()) return fail(s);
     EvalResult stored = EvalResult::from_json(record);

@@ -176,9 +176,8 @@ Status open_run(const std::string& task_path, const std::string& store_path, Tas
 /// The trajectory that --replay names: a run in the store ("r3"), or the last record of a JSONL
 /// file of trajectories.
 Status recorded_trajectory(const std::string& which, Store* store, nlohmann::json* record) {
-  if (which.size() > 1 && which[0] == 'r' &&
-      which.find_first_not_of("0123456789", 1) == std::string::npos) {
-    return store->get_trajectory(std::stoll(which.substr(1)), record);
+  if (std::optional<long long> run = agent::parse_run_name(which)) {
+    return store->get_trajectory(*run, record);
   }
   std::string text;
   if (Status s = read_file(which, &text); !s.ok()) return s;
@@ -429,7 +428,7 @@ int OptimizeCommand::run(const std::string& store_path) {
     trajectory["id"] = run_id;
     if (Status s = append_line(a.trajectory, trajectory.dump()); !s.ok()) return fail(s);
   }
-  const std::string run = "r" + std::to_string(run_id);
+  const std::string run = agent::run_name(run_id);
   if (a.as_json) {
     nlohmann::json record = result.to_json();
     record["run"] = run;
@@ -515,7 +514,7 @@ int OptimizeCommand::run_agent(const std::string& store_path) {
   }
   agent::EpisodeOutcome outcome;
   Status ran = agent::run_llm_episode(task, o, client.get(), store.get(), &runner, say, &outcome);
-  const std::string run = "r" + std::to_string(outcome.run_id);
+  const std::string run = agent::run_name(outcome.run_id);
   if (outcome.run_id > 0 && !a.trajectory.empty()) {
     if (Status s = append_line(a.trajectory, outcome.record.dump()); !s.ok()) return fail(s);
   }
