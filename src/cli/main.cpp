@@ -212,15 +212,10 @@ int run(int argc, char** argv) {
   }
 
   // eval
-  options.harness_dir = harness_dir();
   options.use_baseline_cache = !no_cache;
   options.enforce_source_rules = source_rules == "enforce";
-  options.compile.cache_dir =
-      cache_dir.empty() ? default_cache_dir() / "build" : fs::path(cache_dir);
-  std::error_code ec;
-  fs::create_directories(options.compile.cache_dir, ec);  // so that it can be mounted read-only
-  options.protected_paths = {store->path().parent_path(), options.compile.cache_dir};
-  options.bytecode_dir = options.compile.cache_dir / "bytecode";
+  use_run_folders(&options, cache_dir.empty() ? default_cache_dir() / "build" : fs::path(cache_dir),
+                  store->path());
   std::unique_ptr<TempDir> scratch;
   if (workspace.empty()) {
     if (task_path.empty() || candidate_path.empty()) {

@@ -324,12 +324,7 @@ int OptimizeCommand::run(const std::string& store_path) {
   WorkspaceRecord record;
   if (Status s = init_workspace(task, dir, init, store.get(), &record); !s.ok()) return fail(s);
   EvalOptions& o = a.eval;
-  o.harness_dir = harness_dir();
-  o.compile.cache_dir = default_cache_dir() / "build";
-  std::error_code ec;
-  fs::create_directories(o.compile.cache_dir, ec);
-  o.protected_paths = {store->path().parent_path(), o.compile.cache_dir};
-  o.bytecode_dir = o.compile.cache_dir / "bytecode";
+  use_run_folders(&o, default_cache_dir() / "build", store->path());
   Evaluator evaluator(o, &runner, store.get(), say);
   Tuner tuner{candidate, dir, &evaluator, store.get(), say};
 
@@ -489,12 +484,7 @@ int OptimizeCommand::run_agent(const std::string& store_path) {
   o.template_dir = harness_dir() / "workspace";
   o.binary = self_executable();
   o.eval = a.eval;
-  o.eval.harness_dir = harness_dir();
-  o.eval.compile.cache_dir = default_cache_dir() / "build";
-  std::error_code ec;
-  fs::create_directories(o.eval.compile.cache_dir, ec);
-  o.eval.protected_paths = {store->path().parent_path(), o.eval.compile.cache_dir};
-  o.eval.bytecode_dir = o.eval.compile.cache_dir / "bytecode";
+  use_run_folders(&o.eval, default_cache_dir() / "build", store->path());
   std::unique_ptr<llm::LlmClient> client;
   if (replay) {
     nlohmann::json recorded;

@@ -13,6 +13,7 @@
 #include "eval/reward.h"
 #include "util/files.h"
 #include "util/hash.h"
+#include "util/paths.h"
 #include "util/text.h"
 #include "workspace/workspace.h"
 
@@ -869,6 +870,15 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
     r->reason = "correct; " + r->profile.detail;
   }
   return finish();
+}
+
+void use_run_folders(EvalOptions* options, const fs::path& cache_dir, const fs::path& store_path) {
+  options->harness_dir = harness_dir();
+  options->compile.cache_dir = cache_dir;
+  std::error_code ec;
+  fs::create_directories(cache_dir, ec);
+  options->protected_paths = {store_path.parent_path(), cache_dir};
+  options->bytecode_dir = cache_dir / "bytecode";
 }
 
 }  // namespace cuda_agent

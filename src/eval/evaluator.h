@@ -60,6 +60,12 @@ struct EvalOptions {
   bool keep_run_dir = false;  // keep the private run folder, for debugging
 };
 
+/// Points options at this installation's harness and at a run's folders: the build cache
+/// (created, so that it can be mounted read-only) with the harness's bytecode in it, and the run
+/// store's folder and the cache among the paths candidates may not write.
+void use_run_folders(EvalOptions* options, const std::filesystem::path& cache_dir,
+                     const std::filesystem::path& store_path);
+
 class Evaluator {
  public:
   using Progress = std::function<void(const std::string&)>;
