@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "agent/tool.h"
+#include "util/text.h"
 
 namespace cuda_agent::agent {
 
@@ -61,11 +62,7 @@ std::string evaluation_line(const json& e) {
 std::string run_name(long long id) { return "r" + std::to_string(id); }
 
 std::optional<long long> parse_run_name(const std::string& text) {
-  if (text.size() < 2 || text.size() > 19 || text[0] != 'r' ||
-      text.find_first_not_of("0123456789", 1) != std::string::npos) {
-    return std::nullopt;
-  }
-  return std::stoll(text.substr(1));
+  return parse_prefixed_id(text, 'r');
 }
 
 std::string utc_now() {

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "agent/trajectory.h"
+#include "cli/bench_command.h"
 #include "cli/exit_status.h"
 #include "cli/optimize_command.h"
 #include "cli/tasks_command.h"
@@ -165,11 +166,13 @@ int run(int argc, char** argv) {
 
   TasksCommand tasks(&app, default_device());
   OptimizeCommand optimize(&app, default_device());
+  BenchCommands benches(&app, default_device());
 
   CLI11_PARSE(app, argc, argv);
   install_interrupt_handlers();
   if (tasks.chosen()) return tasks.run();
   if (optimize.chosen()) return optimize.run(store_path);
+  if (benches.chosen()) return benches.run(store_path);
 
   std::unique_ptr<Store> store;
   if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);

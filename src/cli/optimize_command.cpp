@@ -269,6 +269,9 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
                    "the fastest; always: time each again; off: the default")
       ->check(CLI::IsMember({"auto", "always", "off"}))
       ->capture_default_str();
+  a.command->add_option("--device-lock", a.eval.device_lock,
+                        "hold this lock file while verifying and timing on the device, so that "
+                        "processes sharing a GPU take turns (bench sets one per GPU)");
   a.command->add_flag("--json", a.as_json, "print the evaluation record as JSON");
 }
 
@@ -283,9 +286,8 @@ int OptimizeCommand::run(const std::string& store_path) {
   std::unique_ptr<Store> store;
   if (Status s = open_run(a.task, store_path, &task, &store); !s.ok()) return fail(s);
   PosixProcessRunner runner;
-  auto say = [&a](const std::string& line) {
-    if (!a.as_json) std::cerr << "  " << line << "\n";
-  };
+  // Progress goes to stderr also with --json, whose record alone is on stdout.
+  auto say = [](const std::string& line) { std::cerr << "  " << line << "\n"; };
 
   // What the synthesizer did, in its words: the first turn of its trajectory.
   std::vector<std::string> plan;
@@ -427,6 +429,7 @@ int OptimizeCommand::run(const std::string& store_path) {
   if (a.as_json) {
     nlohmann::json record = result.to_json();
     record["run"] = run;
+    record["evaluation_count"] = info.evaluations.size();
     if (!tuning.is_null()) record["tuning"] = tuning;
     // The launch configurations the kernels take (model_new.py's CONFIG), the first the default.
     record["configs"] = nlohmann::json::array();
@@ -471,9 +474,8 @@ int OptimizeCommand::run_agent(const std::string& store_path) {
   std::unique_ptr<Store> store;
   if (Status s = open_run(a.task, store_path, &task, &store); !s.ok()) return fail(s);
   PosixProcessRunner runner;
-  auto say = [&a](const std::string& line) {
-    if (!a.as_json) std::cerr << "  " << line << "\n";
-  };
+  // Progress goes to stderr also with --json, whose record alone is on stdout.
+  auto say = [](const std::string& line) { std::cerr << "  " << line << "\n"; };
   agent::EpisodeOptions o;
   o.agent = a.agent;
   o.agent.model = a.model;
@@ -518,6 +520,9 @@ int OptimizeCommand::run_agent(const std::string& store_path) {
     record["run"] = run;
     record["ending"] = outcome.record["ending"];
     record["turns"] = outcome.episode.turns.size();
+    // The model's own evaluations in the episode, and the final one.
+    record["evaluation_count"] =
+        outcome.record.value("evaluations", nlohmann::json::array()).size() + 1;
     std::cout << record.dump(2) << "\n";
   } else {
     std::cout << format_summary(outcome.final) << "  workspace " << o.workspace.string()

@@ -674,7 +674,7 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
                            std::to_string(options_.verify_sets), "--profile-sets",
                            std::to_string(options_.profile_sets), "--out", run.trusted.string(),
                            "--shrink", std::to_string(options_.shrink)},
-                          options_.trusted_timeout_s, false, false);
+                          options_.trusted_timeout_s, false, !options_.device_lock.empty());
   steps->candidate = launch(
       run, "run_candidate.py",
       {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(), "--init", init,
@@ -845,6 +845,15 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   if (!s.ok()) return s;
   if (!r->passed()) return finish();
 
+  FileLock device;
+  if (!options_.device_lock.empty()) {
+    s = FileLock::Acquire(options_.device_lock, &device, [this](double waited_s) {
+      if (waited_s < 1)
+        progress("verify: waiting for the device (" + options_.device_lock.string() + ")");
+      return !interrupt_requested().load();
+    });
+    if (!s.ok()) return s;
+  }
   auto prepare_start = Clock::now();
   progress("verify: drawing inputs and weights from a fresh secret seed");
   s = prepare(run, *steps.prepare, r);

@@ -57,6 +57,11 @@ struct EvalOptions {
   /// fresh folder in each evaluation's trusted files.
   std::filesystem::path bytecode_dir;
   CompileOptions compile;
+  /// Held from the first step that runs on the device (drawing the inputs) to the end of the
+  /// evaluation, so that evaluations sharing a device (a benchmark's parallel jobs, with one
+  /// lock file per GPU) verify and time one candidate at a time; compiles and the harness
+  /// processes' start-up run outside it. Empty: no lock.
+  std::filesystem::path device_lock;
   bool keep_run_dir = false;  // keep the private run folder, for debugging
 };
 

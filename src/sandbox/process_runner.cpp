@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -83,6 +84,7 @@ void write_all(int fd, const char* text, std::size_t size) {
                              const std::vector<char*>& envp, int out_fd, int err_fd,
                              bool isolate_network, const ReadonlyPlan& readonly, int report_fd) {
   setpgid(0, 0);
+  if (spec.parent_death_signal != 0) prctl(PR_SET_PDEATHSIG, spec.parent_death_signal);
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigaction(SIGINT, &dfl, nullptr);

@@ -3,10 +3,10 @@
 /// everywhere and tests can substitute a fake.
 ///
 /// Limits: wall time (the whole process group is killed at the deadline), resident memory (a
-/// process's own pages, not those mapped from files, summed over the group, sampled), no network (a fresh network namespace where the kernel allows
-/// one), read-only paths (a private mount namespace in which each is a read-only bind mount of
-/// itself, locked by a user namespace), no core dumps. stdout and stderr go to files, so a chatty
-/// child cannot block on a pipe.
+/// process's own pages, not those mapped from files, summed over the group, sampled), no network (a
+/// fresh network namespace where the kernel allows one), read-only paths (a private mount namespace
+/// in which each is a read-only bind mount of itself, locked by a user namespace), no core dumps.
+/// stdout and stderr go to files, so a chatty child cannot block on a pipe.
 #pragma once
 
 #include <atomic>
@@ -46,6 +46,9 @@ struct ProcessSpec {
   /// When the kernel refuses the namespaces that readonly_paths needs: true, the command does not
   /// run and the result says why; false, it runs anyway and the result has readonly_enforced false.
   bool require_readonly = true;
+  /// A signal the child gets when the thread that started it ends (its parent killed, say), so
+  /// that no orphan outlives a killed supervisor: 0 for none.
+  int parent_death_signal = 0;
 };
 
 struct ProcessResult {

@@ -50,6 +50,18 @@ CREATE TABLE IF NOT EXISTS trajectories (
   record TEXT NOT NULL,
   created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
 );
+CREATE TABLE IF NOT EXISTS benches (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  record TEXT NOT NULL,
+  created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS bench_results (
+  bench INTEGER NOT NULL,
+  task TEXT NOT NULL,
+  record TEXT NOT NULL,
+  created TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+  PRIMARY KEY (bench, task)
+);
 )sql";
 
 /// A prepared statement that finalizes itself.
@@ -326,6 +338,58 @@ Status Store::add_trajectory(const nlohmann::json& record, long long* id) {
 Status Store::get_trajectory(long long id, nlohmann::json* record) {
   return get_record("SELECT record FROM trajectories WHERE id = ?", id,
                     "run r" + std::to_string(id), record);
+}
+
+Status Store::add_bench(const nlohmann::json& record, long long* id) {
+  Statement st(db_, "INSERT INTO benches (record) VALUES (?)");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, record.dump());
+  if (st.step() != SQLITE_DONE) return error("record bench run");
+  *id = sqlite3_last_insert_rowid(db_);
+  return Status::OK();
+}
+
+Status Store::put_bench(long long id, const nlohmann::json& record) {
+  Statement st(db_, "UPDATE benches SET record = ? WHERE id = ?");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, record.dump());
+  st.bind(2, id);
+  if (st.step() != SQLITE_DONE) return error("update bench run");
+  if (sqlite3_changes(db_) == 0) return Status::NotFound("bench run b" + std::to_string(id));
+  return Status::OK();
+}
+
+Status Store::get_bench(long long id, nlohmann::json* record) {
+  return get_record("SELECT record FROM benches WHERE id = ?", id,
+                    "bench run b" + std::to_string(id), record);
+}
+
+Status Store::put_bench_result(long long bench, const std::string& task,
+                               const nlohmann::json& record) {
+  Statement st(db_, "INSERT OR REPLACE INTO bench_results (bench, task, record) VALUES (?, ?, ?)");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, bench);
+  st.bind(2, task);
+  st.bind(3, record.dump());
+  if (st.step() != SQLITE_DONE) return error("record the result of " + task);
+  return Status::OK();
+}
+
+Status Store::list_bench_results(long long bench, std::vector<nlohmann::json>* results) {
+  Statement st(db_, "SELECT record, task FROM bench_results WHERE bench = ? ORDER BY task");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, bench);
+  results->clear();
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW) {
+    nlohmann::json r = nlohmann::json::parse(st.text(0), nullptr, false);
+    if (r.is_discarded()) {
+      return Status::Corruption("bench run b" + std::to_string(bench) + ", task " + st.text(1));
+    }
+    results->push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return error("list bench results");
+  return Status::OK();
 }
 
 Status Store::last_evaluation_id(long long* id) {

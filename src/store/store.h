@@ -3,7 +3,7 @@
 /// once per task, device, torch version and settings), the workspaces that were laid out, with
 /// the checksums of their infrastructure files, and the synthesizer's tuning database (the
 /// fastest launch configuration per kernel pattern, class of sizes and device), and the
-/// trajectories of agent episodes.
+/// trajectories of agent episodes, and benchmark runs with each task's result the moment it exists.
 ///
 /// Several cuda-agent processes may share one store: it runs in WAL mode with a busy timeout.
 #pragma once
@@ -77,6 +77,17 @@ class Store {
   Status add_trajectory(const nlohmann::json& record, long long* id);
   /// NotFound when there is no run of that id.
   Status get_trajectory(long long id, nlohmann::json* record);
+
+  /// A benchmark run's record (bench/bench.h), filed under a new id (named "b<id>").
+  Status add_bench(const nlohmann::json& record, long long* id);
+  /// Replaces the record of bench run id; NotFound when there is none.
+  Status put_bench(long long id, const nlohmann::json& record);
+  /// NotFound when there is no bench run of that id.
+  Status get_bench(long long id, nlohmann::json* record);
+  /// A task's result in a bench run, replacing any earlier one for the task.
+  Status put_bench_result(long long bench, const std::string& task, const nlohmann::json& record);
+  /// Every task result of a bench run, ordered by task id.
+  Status list_bench_results(long long bench, std::vector<nlohmann::json>* results);
 
   const std::filesystem::path& path() const { return path_; }
 

@@ -30,6 +30,36 @@ TEST(Store, BaselinesSurviveReopening) {
   EXPECT_DOUBLE_EQ((*cached)["median_us"].get<double>(), 123.5);
 }
 
+TEST(Store, BenchResultsAreKeptPerTaskAndSurviveReopening) {
+  TempDir dir;
+  auto path = dir.path() / "store.sqlite";
+  long long bench = 0;
+  {
+    std::unique_ptr<Store> store;
+    ASSERT_TRUE(Store::Open(path, &store).ok());
+    ASSERT_TRUE(store->add_bench({{"policy", "synth"}}, &bench).ok());
+    ASSERT_TRUE(store->put_bench_result(bench, "level1/002_b", {{"reward", -1}}).ok());
+    ASSERT_TRUE(store->put_bench_result(bench, "level1/001_a", {{"reward", 1}}).ok());
+    // A task run again replaces its result.
+    ASSERT_TRUE(store->put_bench_result(bench, "level1/002_b", {{"reward", 3}}).ok());
+    ASSERT_TRUE(store->put_bench(bench, {{"policy", "synth"}, {"sessions", 1}}).ok());
+  }
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(path, &store).ok());
+  std::vector<nlohmann::json> results;
+  ASSERT_TRUE(store->list_bench_results(bench, &results).ok());
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0]["reward"], 1);
+  EXPECT_EQ(results[1]["reward"], 3);
+  nlohmann::json record;
+  ASSERT_TRUE(store->get_bench(bench, &record).ok());
+  EXPECT_EQ(record["sessions"], 1);
+  EXPECT_EQ(store->get_bench(bench + 1, &record).code(), Status::Code::kNotFound);
+  EXPECT_EQ(store->put_bench(bench + 1, record).code(), Status::Code::kNotFound);
+  ASSERT_TRUE(store->list_bench_results(bench + 1, &results).ok());
+  EXPECT_TRUE(results.empty());
+}
+
 TEST(Store, TuningWinnersAreKeptPerPatternShapeClassAndDevice) {
   TempDir dir;
   auto path = dir.path() / "store.sqlite";

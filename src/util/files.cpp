@@ -1,12 +1,16 @@
 #include "util/files.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace cuda_agent {
 
@@ -50,6 +54,43 @@ TempDir::~TempDir() {
   if (keep_) return;
   std::error_code ec;
   fs::remove_all(path_, ec);
+}
+
+FileLock::~FileLock() { release(); }
+
+void FileLock::release() {
+  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor drops the flock
+  fd_ = -1;
+}
+
+Status FileLock::Acquire(const fs::path& path, FileLock* lock,
+                         const std::function<bool(double waited_s)>& waiting) {
+  lock->release();
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::IoError("cannot open the lock " + path.string() + ": " + std::strerror(errno));
+  const auto start = std::chrono::steady_clock::now();
+  auto next_call = start + std::chrono::milliseconds(500);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      return Status::IoError("cannot lock " + path.string() + ": " + why);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto now = std::chrono::steady_clock::now();
+    if (waiting && now >= next_call) {
+      next_call = now + std::chrono::milliseconds(500);
+      if (!waiting(std::chrono::duration<double>(now - start).count())) {
+        ::close(fd);
+        return Status::Internal("gave up waiting for the lock " + path.string());
+      }
+    }
+  }
+  lock->fd_ = fd;
+  return Status::OK();
 }
 
 fs::path default_cache_dir() {

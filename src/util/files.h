@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "util/status.h"
@@ -28,6 +29,28 @@ class TempDir {
  private:
   fs::path path_;
   bool keep_ = false;
+};
+
+/// An exclusive lock on a file (flock), held until this object goes away or the process ends, so a
+/// process killed while holding it never leaves it held. Shared by processes and by threads of one
+/// process alike (each Acquire opens the file anew).
+class FileLock {
+ public:
+  FileLock() = default;
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+  /// Waits until the lock on path is free and takes it (the file and its folder are created).
+  /// Every half second of waiting, waiting() is called if set; when it returns false the wait is
+  /// given up (an Internal status).
+  static Status Acquire(const fs::path& path, FileLock* lock,
+                        const std::function<bool(double waited_s)>& waiting = {});
+  bool held() const { return fd_ >= 0; }
+  void release();
+
+ private:
+  int fd_ = -1;
 };
 
 /// $XDG_CACHE_HOME/cuda-agent or ~/.cache/cuda-agent.

@@ -114,4 +114,12 @@ std::vector<std::string_view> split_lines(std::string_view text, bool strip_cr) 
   return lines;
 }
 
+std::optional<long long> parse_prefixed_id(const std::string& text, char prefix) {
+  if (text.size() < 2 || text.size() > 19 || text[0] != prefix ||
+      text.find_first_not_of("0123456789", 1) != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoll(text.substr(1));
+}
+
 }  // namespace cuda_agent

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,5 +37,9 @@ std::vector<std::string_view> split_lines(std::string_view text, bool strip_cr =
 
 /// The last non-empty line of a text, e.g. the exception line of a Python traceback.
 std::string last_line(const std::string& text);
+
+/// The id in a name made of a letter and digits ("r3" -> 3 for prefix 'r'); empty when text is
+/// not prefix and 1 to 18 digits.
+std::optional<long long> parse_prefixed_id(const std::string& text, char prefix);
 
 }  // namespace cuda_agent

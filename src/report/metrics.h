@@ -1,0 +1,81 @@
+/// What a benchmark run measured, task by task, and the figures a reader wants from it: pass
+/// rate, the shares faster than eager PyTorch and torch.compile, geometric-mean speedups over
+/// each (the CUDA Agent paper's table), and KernelBench's fast_p, per level and overall.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cuda_agent::report {
+
+/// One task's result in a bench run, as the run store keeps it.
+struct TaskResult {
+  static constexpr const char* kSchema = "cuda-agent.bench-result/1";
+
+  std::string task;   // the suite's id: "level1/001_relu"
+  std::string level;  // "level1", or "" in a suite without levels
+  /// An evaluation's outcome ("pass", "mismatch", ...), or "error" when the policy reached no
+  /// verdict (no plan for the task, a task that does not run), or "timeout" when the task's
+  /// episode ran past its limit.
+  std::string outcome;
+  bool correct = false;
+  std::optional<int> reward;
+  std::optional<double> eager_us, compile_us, candidate_us;
+  std::optional<double> speedup_vs_eager, speedup_vs_compile;
+  std::string reason;        // one sentence
+  std::string device_name;   // e.g. "NVIDIA H200"
+  long long evaluation = 0;  // the final evaluation's id in the worker's run store (0: none)
+  std::string run;           // the episode's trajectory ("r12"), or ""
+  int evaluations = 0;       // candidates evaluated in the episode (tuning tries included)
+  double seconds = 0;        // the episode's wall time
+  std::string worker;        // where it ran: "gpu 0", "cpu 1", "ray actor 2 on HOST"
+
+  nlohmann::json to_json() const;
+  static TaskResult from_json(const nlohmann::json& j);
+};
+
+/// KernelBench's thresholds: fast_p is the share of all tasks that are correct and more than p
+/// times as fast as the baseline.
+inline const std::vector<double> kFastP = {0, 0.5, 0.8, 1, 1.5, 2};
+
+struct Metrics {
+  std::string level;  // "all" for the whole run
+  int tasks = 0;
+  int correct = 0;
+  int faster_than_eager = 0;    // correct and speedup over eager > 1
+  int faster_than_compile = 0;  // correct and speedup over torch.compile > 1
+  /// Geometric means over the correct tasks that were timed; empty when there are none.
+  std::optional<double> geomean_vs_eager, geomean_vs_compile;
+  std::vector<int> fast_p_eager, fast_p_compile;  // counts, one per kFastP
+  std::map<int, int> rewards;                     // reward -> tasks (no reward: not counted)
+  int evaluations = 0;                            // candidates evaluated
+  double seconds = 0;                             // summed episode wall time
+
+  double share(int count) const { return tasks ? static_cast<double>(count) / tasks : 0; }
+};
+
+/// One Metrics per level (in order), then "all". A suite without levels gives "all" alone.
+std::vector<Metrics> compute_metrics(const std::vector<TaskResult>& results);
+
+/// The metrics as a table for a terminal: one row per figure, one column per level.
+std::string format_metrics(const std::vector<Metrics>& metrics);
+
+/// "1.23x", or "-" when empty.
+std::string format_ratio(const std::optional<double>& ratio);
+
+/// Two runs side by side: every task of either, with both outcomes and speedups over
+/// torch.compile and their ratio, then the aggregate (each run's figures over all its tasks, and
+/// over the tasks both ran: wins, losses and the geometric mean of B's speedup over A's).
+std::string format_compare(const std::string& name_a, const std::vector<TaskResult>& a,
+                           const std::string& name_b, const std::vector<TaskResult>& b);
+
+/// A self-contained HTML page (no script, no file or network fetch) with the metrics table, the
+/// run's settings, four SVG plots (speedup distribution, speedup against eager time, per-level
+/// bars, reward histogram) and every task's row. run: the bench run's record.
+std::string render_html(const std::string& title, const nlohmann::json& run,
+                        const std::vector<TaskResult>& results);
+
+}  // namespace cuda_agent::report
