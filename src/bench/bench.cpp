@@ -109,6 +109,7 @@ JobOutput LocalExecutor::run(int slot, const Job& job) {
   spec.timeout_s = job.timeout_s;
   spec.isolate_network = false;  // an llm policy talks to its endpoint; evaluations isolate
   spec.parent_death_signal = SIGTERM;
+  spec.term_grace_s = 30;  // an interrupted episode removes its evaluation's files first
   spec.stderr_path = job.log;
   spec.stdout_path = job.log.string() + ".json";
   JobOutput out;

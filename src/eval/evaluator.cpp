@@ -29,6 +29,9 @@ namespace fs = std::filesystem;
 
 /// Everything one evaluation keeps between its stages.
 struct Evaluator::Run {
+  // First, so that it goes last: the next evaluation on the device starts once this one's files
+  // (gigabytes of inputs and outputs at full size) are gone.
+  FileLock device;
   fs::path workspace;
   WorkspaceRecord record;
   TempDir dir{"cuda-agent-run-"};
@@ -845,9 +848,8 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   if (!s.ok()) return s;
   if (!r->passed()) return finish();
 
-  FileLock device;
   if (!options_.device_lock.empty()) {
-    s = FileLock::Acquire(options_.device_lock, &device, [this](double waited_s) {
+    s = FileLock::Acquire(options_.device_lock, &run.device, [this](double waited_s) {
       if (waited_s < 1)
         progress("verify: waiting for the device (" + options_.device_lock.string() + ")");
       return !interrupt_requested().load();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -269,6 +270,7 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
   auto next_sample = start;
   int status = 0;
   bool killed = false;
+  std::optional<Clock::time_point> termed;  // when SIGTERM went, with a grace period
   while (true) {
     pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) break;
@@ -287,8 +289,13 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
       if (g_interrupt.load()) result.interrupted = true;
       if (spec.cancel && spec.cancel->load()) result.cancelled = true;
       if (result.timed_out || result.memory_exceeded || result.interrupted || result.cancelled) {
-        kill(-pid, SIGKILL);
-        killed = true;
+        if (spec.term_grace_s > 0 && !termed && !result.memory_exceeded) {
+          kill(pid, SIGTERM);
+          termed = now;
+        } else if (!termed || now - *termed >= std::chrono::duration<double>(spec.term_grace_s)) {
+          kill(-pid, SIGKILL);
+          killed = true;
+        }
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(killed ? 5 : 10));

@@ -49,6 +49,10 @@ struct ProcessSpec {
   /// A signal the child gets when the thread that started it ends (its parent killed, say), so
   /// that no orphan outlives a killed supervisor: 0 for none.
   int parent_death_signal = 0;
+  /// On an interrupt or timeout: 0 kills the process group at once; above 0 sends the child
+  /// SIGTERM first and kills the group this many seconds later, so that a child that cleans up
+  /// on SIGTERM (a cuda-agent command: its temporary files, its own children) can.
+  double term_grace_s = 0;
 };
 
 struct ProcessResult {
