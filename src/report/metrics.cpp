@@ -249,7 +249,7 @@ std::string format_compare(const std::string& name_a, const std::vector<TaskResu
       {"geomean speedup vs torch.compile", format_ratio(ma.geomean_vs_compile),
        format_ratio(mb.geomean_vs_compile)}};
   out << table(agg) << "\n";
-  out << "on the " << ratios.size() << " tasks both timed: " << name_b << " faster on " << wins
+  out << "on the " << ratios.size() << " task(s) both timed: " << name_b << " faster on " << wins
       << ", slower on " << losses << ", within 5% on " << ties << "; geomean " << name_b << " / "
       << name_a << " " << format_ratio(geomean(ratios)) << "\n";
   out << "correct in " << name_b << " only: " << fixed_by_b << "; correct in " << name_a

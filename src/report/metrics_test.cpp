@@ -114,7 +114,7 @@ TEST(Compare, TaskByTaskAndTheGeomeanOfTheRatioOnTasksBothTimed) {
   const std::string text = format_compare("b1", a, "b2", b);
   EXPECT_NE(text.find("2.00x"), std::string::npos);
   // Timed in both: level1/a (2x) and level1/b (1x): geomean sqrt(2).
-  EXPECT_NE(text.find("on the 2 tasks both timed: b2 faster on 1, slower on 0, within 5% on 1; "
+  EXPECT_NE(text.find("on the 2 task(s) both timed: b2 faster on 1, slower on 0, within 5% on 1; "
                       "geomean b2 / b1 1.41x"),
             std::string::npos)
       << text;
