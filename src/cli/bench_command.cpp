@@ -192,9 +192,9 @@ int BenchCommands::bench(const std::string& store_path) {
     if (Status s = store->get_bench(*id, &record); !s.ok()) return fail(s);
     if (Status s = bench::BenchSettings::from_json(record["settings"], &settings); !s.ok())
       return fail(s);
-    for (const char* fixed : {"--suite", "--filter", "--policy", "--device", "--shrink", "--tune",
-                              "--task-timeout", "--endpoint", "--model", "--api-key-env",
-                              "--max-turns"}) {
+    for (const char* fixed :
+         {"--suite", "--filter", "--policy", "--device", "--shrink", "--tune", "--task-timeout",
+          "--endpoint", "--model", "--api-key-env", "--max-turns"}) {
       if (a.bench->count(fixed) > 0) {
         return fail(Status::InvalidArgument(
             std::string("--resume carries on with the run's own settings; leave out ") + fixed));
