@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
