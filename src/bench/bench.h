@@ -130,9 +130,9 @@ struct BenchRequest {
   std::filesystem::path binary;     // this cuda-agent
   std::filesystem::path store;      // the run store the episodes write to
   std::filesystem::path work_root;  // workspaces go to work_root/b<id>/<task id>
-  /// Called after every task and every few seconds: (done, total, pass so far, seconds left
-  /// estimated, the task just finished or empty).
-  std::function<void(const std::string& line, bool final)> progress;
+  /// A progress line (a bar, tasks done of all, pass rate so far, time left, episodes running,
+  /// the last task's outcome): with task_done after each task, and, when tty, every 2 s too.
+  std::function<void(const std::string& line, bool task_done)> progress;
   bool tty = false;
 };
 
