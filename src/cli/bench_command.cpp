@@ -316,6 +316,7 @@ int BenchCommands::report(const std::string& store_path) {
     std::cout << "bench " << name << ": " << record.value("suite", "") << " with "
               << record.value("policy", "") << " on " << record.value("device", "") << ", "
               << results.size() << " of " << total << " tasks done\n\n"
+              << report::format_tasks(results) << "\n"
               << report::format_metrics(report::compute_metrics(results)) << "\n"
               << "throughput: " << bench::format_throughput(record) << "\n";
   }

@@ -200,6 +200,19 @@ std::string format_metrics(const std::vector<Metrics>& metrics) {
          "fast, as a share of all tasks\n";
 }
 
+std::string format_tasks(const std::vector<TaskResult>& results) {
+  std::vector<std::vector<std::string>> rows{
+      {"task", "outcome", "reward", "vs eager", "vs compile", "evaluated", "seconds"}};
+  std::string failures;
+  for (const TaskResult& r : results) {
+    rows.push_back({r.task, r.outcome, r.reward ? std::to_string(*r.reward) : "-",
+                    format_ratio(r.speedup_vs_eager), format_ratio(r.speedup_vs_compile),
+                    std::to_string(r.evaluations), fixed(r.seconds, 0)});
+    if (!r.correct) failures += "  " + r.task + ": " + r.reason + "\n";
+  }
+  return table(rows) + (failures.empty() ? "" : "\nwhy the failures failed:\n" + failures);
+}
+
 std::string format_compare(const std::string& name_a, const std::vector<TaskResult>& a,
                            const std::string& name_b, const std::vector<TaskResult>& b) {
   std::map<std::string, const TaskResult*> by_a, by_b;

@@ -63,6 +63,10 @@ std::vector<Metrics> compute_metrics(const std::vector<TaskResult>& results);
 /// The metrics as a table for a terminal: one row per figure, one column per level.
 std::string format_metrics(const std::vector<Metrics>& metrics);
 
+/// Every task's row for a terminal: outcome, reward, speedups, candidates evaluated, seconds, and
+/// the reason of each failure.
+std::string format_tasks(const std::vector<TaskResult>& results);
+
 /// "1.23x", or "-" when empty.
 std::string format_ratio(const std::optional<double>& ratio);
 

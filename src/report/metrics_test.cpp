@@ -93,6 +93,16 @@ TEST(Metrics, TheTableHasOneColumnPerLevelAndTheFigures) {
   EXPECT_NE(table.find("1 / 1 / 1 / 1"), std::string::npos);
 }
 
+TEST(Metrics, TheTaskTableHasARowPerTaskAndSaysWhyFailuresFailed) {
+  std::vector<TaskResult> results = sample();
+  results[2].reason = "outputs differ at [0, 3]";
+  const std::string text = format_tasks(results);
+  EXPECT_NE(text.find("level1/a"), std::string::npos);
+  EXPECT_NE(text.find("1.50x"), std::string::npos);
+  EXPECT_NE(text.find("level1/c: outputs differ at [0, 3]"), std::string::npos);
+  EXPECT_EQ(text.find("level1/a: "), std::string::npos);  // a pass has no reason listed
+}
+
 TEST(TaskResult, SurvivesJson) {
   TaskResult r = timed("level1/a", 2, 1.5, 3);
   r.run = "r4";
