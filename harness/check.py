@@ -301,13 +301,26 @@ def compare_fingerprints(i: int, plan: common.TimedPlan, expected: list, got: An
         sums = torch.stack([wide.sum(), (wide * weights).sum()]).tolist()
         limits = torch.stack([bound.sum(), (bound * weights.abs()).sum()]).tolist()
         slack = FINGERPRINT_SLACK * (float(wide.abs().sum()) + 1.0)
-        ok = (isinstance(pair, list) and len(pair) == 2
-              and all(isinstance(v, float) and math.isfinite(v) for v in pair)
+        ok = (isinstance(pair, list) and len(pair) == 3
+              and all(isinstance(v, float) and math.isfinite(v) for v in pair[:2])
               and all(abs(v - s) <= limit + slack for v, s, limit in zip(pair, sums, limits)))
         if not ok:
             return {"call": i, "output": j, "detail": f"timed call {i} output {j} does not "
-                    f"match the reference: its fingerprint is {pair} where {sums} (within "
-                    f"{limits}) is expected; outputs of timed calls are recomputed"}
+                    f"match the reference: its fingerprint is {pair[:2] if isinstance(pair, list) else pair} "
+                    f"where {sums} (within {limits}) is expected; outputs of timed calls are "
+                    f"recomputed"}
+        flat = wide.reshape(-1)
+        expected_samples = flat[plan.positions(j, flat.numel()).to(flat.device)].cpu().tolist()
+        got = pair[2]
+        if not (isinstance(got, list) and len(got) == len(expected_samples)
+                and all(isinstance(v, float) for v in got)):
+            return {"call": i, "output": j, "detail": f"timed call {i} output {j}: its sampled "
+                    f"elements are missing from the timing report"}
+        for k, (v, e) in enumerate(zip(got, expected_samples)):
+            if not (math.isfinite(v) and abs(v - e) <= args.atol + args.rtol * abs(e)):
+                return {"call": i, "output": j, "detail": f"timed call {i} output {j} does not "
+                        f"match the reference: sampled element {k} is {v} where {e} is "
+                        f"expected; outputs of timed calls are recomputed"}
     return None
 
 

@@ -496,6 +496,9 @@ def poison_cuda_allocator(byte: int = 0xFF) -> None:
 # --- timed calls -------------------------------------------------------------------------------
 
 
+FINGERPRINT_SAMPLES = 256  # elements of each timed call's output compared one by one
+
+
 class TimedPlan:
     """What the timed calls of timing.py run on and keep, derived from a secret the evaluator
     reveals only once warm-up is over (T7, T8, T11, S8): call i runs on a fresh copy of profile
@@ -511,6 +514,7 @@ class TimedPlan:
         self.saved = sorted(rng.sample(range(iters), max(0, min(save_calls, iters))))
         self._weight_seed = rng.getrandbits(62)
         self._weights: dict[tuple, torch.Tensor] = {}
+        self._sample_seed = rng.getrandbits(62)
 
     @staticmethod
     def copy(values: list) -> list:
@@ -540,13 +544,25 @@ class TimedPlan:
             self._weights[key] = uniform * 2 - 1
         return self._weights[key]
 
-    def fingerprint(self, outputs: list) -> list[list[float]]:
-        """[sum, weighted sum] of each output in float64 (weights in [-1, 1) from the secret)."""
+    def positions(self, output: int, numel: int) -> torch.Tensor:
+        """FINGERPRINT_SAMPLES element positions of an output, from the secret (on the CPU)."""
+        generator = torch.Generator()
+        generator.manual_seed(self._sample_seed + output)
+        return torch.randint(0, max(numel, 1), (min(FINGERPRINT_SAMPLES, numel),),
+                             generator=generator)
+
+    def fingerprint(self, outputs: list) -> list[list]:
+        """[sum, weighted sum, sampled elements] of each output in float64 (weights in [-1, 1)
+        and the sampled positions from the secret). The sums hold the whole output to the
+        tolerances in aggregate, which another call's output of the same statistics can meet;
+        the samples hold a few elements to them one by one, which it cannot."""
         result = []
         for j, output in enumerate(outputs):
             wide = as_float64(output)
             pair = torch.stack([wide.sum(), (wide * self.weights(j, output)).sum()])
-            result.append([float(v) for v in pair.cpu()])
+            flat = wide.reshape(-1)
+            samples = flat[self.positions(j, flat.numel()).to(flat.device)]
+            result.append([float(v) for v in pair.cpu()] + [[float(v) for v in samples.cpu()]])
         return result
 
 

@@ -61,6 +61,20 @@ def test_fingerprints_accept_outputs_within_tolerance_and_refuse_wrong_ones() ->
     assert _fingerprint_check(plan, expected, nan) is not None
 
 
+def test_another_calls_output_of_the_same_statistics_is_caught_by_the_sampled_elements() -> None:
+    # A kernel that skips its work leaves the output buffer as the allocator hands it back:
+    # often another call's output, whose sums agree with this call's within the aggregate of the
+    # elementwise tolerances at a large size. The sampled elements hold it to them one by one.
+    torch.manual_seed(1)
+    plan = common.TimedPlan(7, 1, 1, 0)
+    bias = torch.randn(512)
+    expected = [torch.relu(torch.randn(512, 512) * 0.9 + bias)]
+    stale = [torch.relu(torch.randn(512, 512) * 0.9 + bias)]
+    found = _fingerprint_check(plan, expected, stale)
+    assert found is not None and "sampled element" in found["detail"], found
+    assert _fingerprint_check(plan, expected, [expected[0].clone()]) is None
+
+
 def test_fingerprints_refuse_a_wrong_count_of_outputs() -> None:
     plan = common.TimedPlan(3, 1, 1, 0)
     expected = [torch.ones(4), torch.ones(4)]
