@@ -110,11 +110,6 @@ const char* color_of(const std::vector<std::string>& levels, const std::string& 
   return kColors[(it == levels.end() ? 0 : it - levels.begin()) % 6];
 }
 
-bool timed(const TaskResult& r) {
-  return r.correct && r.speedup_vs_eager && r.speedup_vs_compile && *r.speedup_vs_eager > 0 &&
-         *r.speedup_vs_compile > 0 && r.eager_us && *r.eager_us > 0;
-}
-
 /// Histograms of log2 speedup over torch.compile and over eager, side by side per bin.
 std::string speedup_distribution(const std::vector<TaskResult>& results) {
   Plot plot("speedup-distribution", "Speedup distribution (correct tasks)");
@@ -173,7 +168,7 @@ std::string speedup_vs_eager_time(const std::vector<TaskResult>& results,
   plot.axes("eager time per call (us, log scale)", "speedup vs torch.compile (log)");
   std::vector<const TaskResult*> points;
   for (const TaskResult& r : results) {
-    if (timed(r)) points.push_back(&r);
+    if (timed(r) && r.eager_us && *r.eager_us > 0) points.push_back(&r);  // x is log eager time
   }
   if (points.empty()) {
     plot.empty("no correct task was timed");
@@ -272,32 +267,17 @@ std::string reward_histogram(const Metrics& all) {
 
 std::string metrics_table(const std::vector<Metrics>& metrics) {
   std::ostringstream out;
-  out << "<table class=\"metrics\"><tr><th></th>";
-  for (const Metrics& m : metrics) out << "<th>" << escape(m.level) << "</th>";
-  out << "</tr>\n";
-  auto row = [&](const std::string& name, auto cell) {
-    out << "<tr><th>" << escape(name) << "</th>";
-    for (const Metrics& m : metrics) out << "<td>" << escape(cell(m)) << "</td>";
+  out << "<table class=\"metrics\">";
+  bool header = true;
+  for (const std::vector<std::string>& row : metric_rows(metrics)) {
+    out << "<tr>";
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      const char* cell = header || c == 0 ? "th" : "td";
+      out << "<" << cell << ">" << escape(row[c]) << "</" << cell << ">";
+    }
     out << "</tr>\n";
-  };
-  auto pct = [](double share) { return num(100 * share) + "%"; };
-  row("tasks", [](const Metrics& m) { return std::to_string(m.tasks); });
-  row("pass rate", [&](const Metrics& m) { return pct(m.share(m.correct)); });
-  row("faster than eager", [&](const Metrics& m) { return pct(m.share(m.faster_than_eager)); });
-  row("faster than torch.compile",
-      [&](const Metrics& m) { return pct(m.share(m.faster_than_compile)); });
-  row("geomean speedup vs eager",
-      [](const Metrics& m) { return format_ratio(m.geomean_vs_eager); });
-  row("geomean speedup vs torch.compile",
-      [](const Metrics& m) { return format_ratio(m.geomean_vs_compile); });
-  for (std::size_t p = 0; p < kFastP.size(); ++p) {
-    std::ostringstream name;
-    name << "fast_" << kFastP[p] << " vs eager / torch.compile";
-    row(name.str(), [&](const Metrics& m) {
-      return pct(m.share(m.fast_p_eager[p])) + " / " + pct(m.share(m.fast_p_compile[p]));
-    });
+    header = false;
   }
-  row("candidates evaluated", [](const Metrics& m) { return std::to_string(m.evaluations); });
   out << "</table>\n";
   return out.str();
 }

@@ -66,12 +66,12 @@ std::string table(const std::vector<std::vector<std::string>>& rows) {
   return out.str();
 }
 
+}  // namespace
+
 bool timed(const TaskResult& r) {
   return r.correct && r.speedup_vs_eager && r.speedup_vs_compile && *r.speedup_vs_eager > 0 &&
          *r.speedup_vs_compile > 0;
 }
-
-}  // namespace
 
 json TaskResult::to_json() const {
   json j = {{"schema", kSchema},
@@ -163,7 +163,7 @@ std::string format_ratio(const std::optional<double>& ratio) {
   return ratio ? fixed(*ratio, 2) + "x" : "-";
 }
 
-std::string format_metrics(const std::vector<Metrics>& metrics) {
+std::vector<std::vector<std::string>> metric_rows(const std::vector<Metrics>& metrics) {
   std::vector<std::vector<std::string>> rows;
   auto row = [&](const std::string& name, auto cell) {
     std::vector<std::string> r{name};
@@ -195,7 +195,11 @@ std::string format_metrics(const std::vector<Metrics>& metrics) {
     return n(-1) + " / " + n(1) + " / " + n(2) + " / " + n(3);
   });
   row("candidates evaluated", [](const Metrics& m) { return std::to_string(m.evaluations); });
-  return table(rows) +
+  return rows;
+}
+
+std::string format_metrics(const std::vector<Metrics>& metrics) {
+  return table(metric_rows(metrics)) +
          "geometric means are over the correct tasks; fast_p: correct and more than p times as "
          "fast, as a share of all tasks\n";
 }

@@ -37,6 +37,9 @@ struct TaskResult {
   static TaskResult from_json(const nlohmann::json& j);
 };
 
+/// Whether a task is correct and timed against both baselines (it has both speedups).
+bool timed(const TaskResult& r);
+
 /// KernelBench's thresholds: fast_p is the share of all tasks that are correct and more than p
 /// times as fast as the baseline.
 inline const std::vector<double> kFastP = {0, 0.5, 0.8, 1, 1.5, 2};
@@ -59,6 +62,10 @@ struct Metrics {
 
 /// One Metrics per level (in order), then "all". A suite without levels gives "all" alone.
 std::vector<Metrics> compute_metrics(const std::vector<TaskResult>& results);
+
+/// The figures as text: a row per figure (its name, then a cell per level), after a first row
+/// that names the levels. The terminal's table and the HTML report's show these rows.
+std::vector<std::vector<std::string>> metric_rows(const std::vector<Metrics>& metrics);
 
 /// The metrics as a table for a terminal: one row per figure, one column per level.
 std::string format_metrics(const std::vector<Metrics>& metrics);
