@@ -1,10 +1,11 @@
 #include "cli/bench_command.h"
 
+#include <fnmatch.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <iostream>
-#include <regex>
+#include <sstream>
 
 #include "bench/bench.h"
 #include "cli/exit_status.h"
@@ -13,7 +14,6 @@
 #include "task/suite.h"
 #include "util/files.h"
 #include "util/paths.h"
-#include "util/text.h"
 
 namespace fs = std::filesystem;
 
@@ -37,30 +37,6 @@ Status find_suite(const std::string& which, Suite* suite) {
     names += (names.empty() ? "" : ", ") + s.name;
   }
   return Status::NotFound("no suite " + which + ": give a folder of tasks, or one of: " + names);
-}
-
-/// A shell-style pattern (*, ? and [...]) as a regex over task ids.
-std::regex glob_regex(const std::string& glob) {
-  std::string re;
-  for (std::size_t i = 0; i < glob.size(); ++i) {
-    const char c = glob[i];
-    const std::size_t close = c == '[' ? glob.find(']', i + 1) : std::string::npos;
-    if (c == '*') {
-      re += ".*";
-    } else if (c == '?') {
-      re += '.';
-    } else if (close != std::string::npos) {
-      std::string set = glob.substr(i + 1, close - i - 1);
-      if (!set.empty() && set[0] == '!') set[0] = '^';
-      re += "[" + set + "]";
-      i = close;
-    } else if (std::string("\\^$.|+()[]{}").find(c) != std::string::npos) {
-      re += std::string("\\") + c;
-    } else {
-      re += c;
-    }
-  }
-  return std::regex(re);
 }
 
 Status open_store(const std::string& path, std::unique_ptr<Store>* store) {
@@ -208,11 +184,11 @@ int BenchCommands::bench(const std::string& store_path) {
     if (Status s = find_suite(a.suite, &suite); !s.ok()) return fail(s);
     settings.suite = fs::absolute(suite.root);
     settings.suite_name = suite.name;
-    std::vector<std::regex> patterns;
-    for (const std::string& f : a.filters) patterns.push_back(glob_regex(f));
     for (const SuiteTask& t : suite.tasks) {
-      bool keep = patterns.empty();
-      for (const std::regex& p : patterns) keep = keep || std::regex_match(t.id, p);
+      // Shell patterns (*, ?, [...]) as the Glob tool reads them; * also crosses a '/'.
+      bool keep = a.filters.empty();
+      for (const std::string& f : a.filters)
+        keep = keep || fnmatch(f.c_str(), t.id.c_str(), 0) == 0;
       if (keep) settings.tasks.push_back(t.id);
     }
     if (settings.tasks.empty()) {
@@ -232,8 +208,9 @@ int BenchCommands::bench(const std::string& store_path) {
     }
   }
   std::vector<std::string> gpus;
-  for (std::string_view part : split_lines(std::regex_replace(a.gpus, std::regex(","), "\n"))) {
-    if (!part.empty()) gpus.emplace_back(part);
+  std::istringstream gpu_list(a.gpus);
+  for (std::string gpu; std::getline(gpu_list, gpu, ',');) {
+    if (!gpu.empty()) gpus.push_back(gpu);
   }
   if (gpus.empty()) gpus.push_back("0");
   const int jobs = a.jobs > 0                  ? a.jobs
