@@ -54,14 +54,11 @@ std::string level_of(const std::string& task) {
 /// The last line of an episode's stderr that says why it stopped ("cuda-agent: ..."), else its
 /// last line.
 std::string why_it_stopped(const std::string& err) {
-  std::string last;
   for (std::string_view line : split_lines(err, true)) {
     const std::string text = trim(std::string(line));
-    if (text.empty()) continue;
     if (text.rfind("cuda-agent: ", 0) == 0) return text.substr(12);
-    last = text;
   }
-  return last;
+  return trim(last_line(err));
 }
 
 }  // namespace
@@ -300,6 +297,12 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
     return text;
   };
 
+  // With mu held: no task starts after this; the status, if any, is the run's.
+  auto halt = [&](Status why) {
+    if (failure.ok()) failure = std::move(why);
+    stop = true;
+    ticked.notify_all();
+  };
   auto worker = [&](int slot) {
     for (;;) {
       std::string task;
@@ -339,30 +342,16 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
       JobOutput output = executor->run(slot, job);
       std::lock_guard<std::mutex> lock(mu);
       --running;
-      if (output.interrupted || interrupt_requested()) {
-        stop = true;
-        ticked.notify_all();
-        return;
-      }
+      if (output.interrupted || interrupt_requested()) return halt(Status::OK());
       report::TaskResult result = parse_episode(task, level_of(task), output);
-      if (Status s = store->put_bench_result(id, task, result.to_json()); !s.ok()) {
-        failure = s;
-        stop = true;
-        ticked.notify_all();
-        return;
-      }
+      if (Status s = store->put_bench_result(id, task, result.to_json()); !s.ok()) return halt(s);
       ++finished;
       ++ran;
       passed += result.correct ? 1 : 0;
       // The session's time so far, so that a run killed later still counts it.
       record["sessions"][session_index]["tasks_run"] = ran;
       record["sessions"][session_index]["seconds"] = seconds_since(started);
-      if (Status s = store->put_bench(id, record); !s.ok()) {
-        failure = s;
-        stop = true;
-        ticked.notify_all();
-        return;
-      }
+      if (Status s = store->put_bench(id, record); !s.ok()) return halt(s);
       std::string last = task + " " + result.outcome;
       if (result.correct && result.speedup_vs_compile) {
         last += " " + report::format_ratio(result.speedup_vs_compile) + " vs compile";
