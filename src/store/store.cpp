@@ -380,13 +380,11 @@ Status Store::list_bench_results(long long bench, std::vector<nlohmann::json>* r
   if (!st.ok()) return error("prepare");
   st.bind(1, bench);
   results->clear();
+  std::optional<nlohmann::json> r;
   int rc;
-  while ((rc = st.step()) == SQLITE_ROW) {
-    nlohmann::json r = nlohmann::json::parse(st.text(0), nullptr, false);
-    if (r.is_discarded()) {
-      return Status::Corruption("bench run b" + std::to_string(bench) + ", task " + st.text(1));
-    }
-    results->push_back(std::move(r));
+  while ((rc = step_record(st, &r)) == SQLITE_ROW) results->push_back(std::move(*r));
+  if (rc == SQLITE_MISMATCH) {
+    return Status::Corruption("bench run b" + std::to_string(bench) + ", task " + st.text(1));
   }
   if (rc != SQLITE_DONE) return error("list bench results");
   return Status::OK();
@@ -400,17 +398,18 @@ Status Store::last_evaluation_id(long long* id) {
 }
 
 Status Store::list_evaluations(long long after_id, std::vector<nlohmann::json>* results) {
-  Statement st(db_, "SELECT id, result FROM evaluations WHERE id > ? ORDER BY id");
+  Statement st(db_, "SELECT result, id FROM evaluations WHERE id > ? ORDER BY id");
   if (!st.ok()) return error("prepare");
   st.bind(1, after_id);
   results->clear();
+  std::optional<nlohmann::json> r;
   int rc;
-  while ((rc = st.step()) == SQLITE_ROW) {
-    nlohmann::json r = nlohmann::json::parse(st.text(1), nullptr, false);
-    if (r.is_discarded()) return Status::Corruption("evaluation " + std::to_string(st.integer(0)));
-    if (!r.contains("id")) r["id"] = st.integer(0);
-    results->push_back(std::move(r));
+  while ((rc = step_record(st, &r)) == SQLITE_ROW) {
+    if (!r->contains("id")) (*r)["id"] = st.integer(1);
+    results->push_back(std::move(*r));
   }
+  if (rc == SQLITE_MISMATCH)
+    return Status::Corruption("evaluation " + std::to_string(st.integer(1)));
   if (rc != SQLITE_DONE) return error("list evaluations");
   return Status::OK();
 }
