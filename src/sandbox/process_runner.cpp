@@ -99,7 +99,9 @@ void write_all(int fd, const char* text, std::size_t size) {
       report.network_isolated = unshare(CLONE_NEWNET) == 0;
     write_all(report_fd, reinterpret_cast<const char*>(&report), sizeof report);
     if (report.error != 0 && spec.require_readonly) {
-      const std::string& path = readonly.paths[std::max(report.failed_path, 0)];
+      const std::string& path = report.failed == ReadonlyReport::Step::kWritable
+                                    ? readonly.writable[std::max(report.failed_path, 0)]
+                                    : readonly.paths[std::max(report.failed_path, 0)];
       const char before[] = "cuda-agent sandbox: could not make ";
       const char* after = readonly_failure_suffix(report);
       write_all(err_fd, before, sizeof before - 1);
@@ -220,7 +222,7 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
   ReadonlyPlan readonly;
   int report_pipe[2] = {-1, -1};
   std::string plan_error;
-  if (!plan_readonly(spec.readonly_paths, &readonly, &plan_error)) {
+  if (!plan_readonly(spec.readonly_paths, &readonly, &plan_error, spec.writable_paths)) {
     result.readonly_enforced = false;
     result.error = plan_error;
     if (spec.require_readonly) {

@@ -43,6 +43,11 @@ struct ProcessSpec {
   /// owns, device files included; files of other users are no longer root's to override.
   /// Resolved to canonical paths before the child starts; paths that do not exist are skipped.
   std::vector<std::filesystem::path> readonly_paths;
+  /// Directories that stay writable although they lie beneath one of readonly_paths (a run folder
+  /// in the temporary directory, when the run store lives there too): each is bind-mounted onto
+  /// itself again, writable, once the read-only mounts are made; the read-only paths beneath it
+  /// stay read-only. Paths not beneath a read-only one are left as they are.
+  std::vector<std::filesystem::path> writable_paths;
   /// When the kernel refuses the namespaces that readonly_paths needs: true, the command does not
   /// run and the result says why; false, it runs anyway and the result has readonly_enforced false.
   bool require_readonly = true;

@@ -231,6 +231,30 @@ TEST_F(ReadonlyPathsTest, SubdirectoriesAreReadOnlyToo) {
   EXPECT_TRUE(std::filesystem::is_directory(readonly_.path() / "a" / "b"));
 }
 
+TEST_F(ReadonlyPathsTest, AWritableFolderBeneathAReadOnlyOneStaysWritable) {
+  // A run folder in the temporary directory, with the store in that directory too.
+  std::filesystem::path run = readonly_.path() / "run", inner = run / "trusted";
+  std::filesystem::create_directories(inner);
+  ProcessSpec spec = shell("echo out > " + quoted(run / "out") + " && { echo x > " +
+                           quoted(readonly_.path() / "store") + "; echo y > " +
+                           quoted(inner / "inputs") + "; true; }");
+  spec.readonly_paths = {readonly_.path(), inner};
+  spec.writable_paths = {run, dir_.path() / "missing"};
+  ProcessResult r = runner_.run(spec);
+  EXPECT_TRUE(r.succeeded()) << r.describe();
+  EXPECT_TRUE(r.readonly_enforced);
+  EXPECT_EQ(slurp(run / "out"), "out\n");
+  EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "store"));
+  EXPECT_FALSE(std::filesystem::exists(inner / "inputs"));  // read-only beneath the writable one
+  // Nothing beneath a read-only path asked for: the writable path is left as it is.
+  spec = shell("echo z > " + quoted(dir_.path() / "z"));
+  spec.readonly_paths = {readonly_.path()};
+  spec.writable_paths = {dir_.path()};
+  r = runner_.run(spec);
+  EXPECT_TRUE(r.succeeded()) << r.describe();
+  EXPECT_EQ(slurp(dir_.path() / "z"), "z\n");
+}
+
 TEST_F(ReadonlyPathsTest, AMountBeneathAReadOnlyDirectoryIsReadOnlyToo) {
   std::filesystem::path sub = readonly_.path() / "sub";
   std::filesystem::create_directories(sub);

@@ -61,17 +61,17 @@ bool map_own_ids(const ReadonlyPlan& plan) {
          write_proc_file("/proc/self/gid_map", plan.gid_map);
 }
 
-/// Remounts the mount at target read-only. The remount has to repeat the flags the mount has
-/// (nosuid, nodev, noexec, atime): the kernel refuses to clear one that is locked, as it is for
-/// mounts inherited from a container's runtime or a more privileged user namespace. statfs, not
-/// glibc's statvfs, which may read /proc/mounts.
-bool remount_readonly(const char* target) {
+/// Remounts the mount at target read-only (or writable). The remount has to repeat the flags the
+/// mount has (nosuid, nodev, noexec, atime): the kernel refuses to clear one that is locked, as it
+/// is for mounts inherited from a container's runtime or a more privileged user namespace. statfs,
+/// not glibc's statvfs, which may read /proc/mounts.
+bool remount(const char* target, bool readonly) {
   struct statfs status {};
   if (statfs(target, &status) != 0) return false;
   static constexpr std::pair<unsigned long, unsigned long> kKept[] = {
       {ST_NOSUID, MS_NOSUID},   {ST_NODEV, MS_NODEV},           {ST_NOEXEC, MS_NOEXEC},
       {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
-  unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
+  unsigned long flags = MS_BIND | MS_REMOUNT | (readonly ? MS_RDONLY : 0);
   for (auto [kept_if, kept] : kKept) {
     if (static_cast<unsigned long>(status.f_flags) & kept_if) flags |= kept;
   }
@@ -86,8 +86,14 @@ std::string joined(const std::vector<std::string>& paths) {
 
 }  // namespace
 
+/// Whether path lies strictly beneath dir (both canonical).
+bool beneath(const std::string& path, const std::string& dir) {
+  std::string prefix = dir == "/" ? dir : dir + "/";
+  return path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0;
+}
+
 bool plan_readonly(const std::vector<std::filesystem::path>& requested, ReadonlyPlan* plan,
-                   std::string* err) {
+                   std::string* err, const std::vector<std::filesystem::path>& writable) {
   bool resolved = true;
   for (const auto& path : requested) {
     std::error_code ec;
@@ -105,13 +111,21 @@ bool plan_readonly(const std::vector<std::filesystem::path>& requested, Readonly
   std::vector<std::string> points = mount_points();
   for (const std::string& path : plan->paths) {
     std::vector<std::string> mounts = {path};
-    std::string prefix = path == "/" ? path : path + "/";
     for (const std::string& point : points) {
-      if (point.size() > prefix.size() && point.compare(0, prefix.size(), prefix) == 0 &&
-          std::find(mounts.begin(), mounts.end(), point) == mounts.end())
+      if (beneath(point, path) && std::find(mounts.begin(), mounts.end(), point) == mounts.end())
         mounts.push_back(point);
     }
     plan->mounts.push_back(std::move(mounts));
+  }
+  for (const auto& path : writable) {
+    std::error_code ec;
+    std::string canonical = std::filesystem::canonical(path, ec).string();
+    if (ec) continue;  // nothing there to write into
+    bool under_readonly = std::any_of(plan->paths.begin(), plan->paths.end(),
+                                      [&](const std::string& p) { return beneath(canonical, p); });
+    bool itself_readonly =
+        std::find(plan->paths.begin(), plan->paths.end(), canonical) != plan->paths.end();
+    if (under_readonly && !itself_readonly) plan->writable.push_back(canonical);
   }
   plan->user_namespace = geteuid() != 0;
   plan->lock = !plan->user_namespace;
@@ -145,10 +159,20 @@ void enter_readonly_namespace(const ReadonlyPlan& plan, bool isolate_network,
     const char* path = plan.paths[i].c_str();
     bool done = mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) == 0;
     for (std::size_t m = 0; done && m < plan.mounts[i].size(); ++m) {
-      done = remount_readonly(plan.mounts[i][m].c_str());
+      done = remount(plan.mounts[i][m].c_str(), true);
     }
     if (!done) {
       fail(Step::kMount);
+      report->failed_path = static_cast<int>(i);
+      return;
+    }
+  }
+  // The carve-outs: a bind copies the read-only flag of the mount it is made from, and of every
+  // mount beneath it, so only the new top mount is made writable again.
+  for (std::size_t i = 0; i < plan.writable.size(); ++i) {
+    const char* path = plan.writable[i].c_str();
+    if (mount(path, path, nullptr, MS_BIND | MS_REC, nullptr) != 0 || !remount(path, false)) {
+      fail(Step::kWritable);
       report->failed_path = static_cast<int>(i);
       return;
     }
@@ -164,6 +188,11 @@ std::string describe_readonly_failure(const ReadonlyPlan& plan, const ReadonlyRe
       if (report.failed_path >= 0 && report.failed_path < static_cast<int>(plan.paths.size()))
         return "could not make " + plan.paths[report.failed_path] + " read-only: " + reason;
       break;
+    case ReadonlyReport::Step::kWritable:
+      if (report.failed_path >= 0 && report.failed_path < static_cast<int>(plan.writable.size()))
+        return "could not keep " + plan.writable[report.failed_path] +
+               " writable beneath the read-only paths: " + reason;
+      break;
     case ReadonlyReport::Step::kLock:
       return "could not lock the read-only mounts of " + joined(plan.paths) + ": " + reason +
              " (entering a user namespace after making them), so root could unmount them";
@@ -178,6 +207,8 @@ const char* readonly_failure_suffix(const ReadonlyReport& report) {
   switch (report.failed) {
     case ReadonlyReport::Step::kMount:
       return " read-only\n";
+    case ReadonlyReport::Step::kWritable:
+      return " writable again beneath the read-only paths\n";
     case ReadonlyReport::Step::kLock:
       return " read-only for root (entering a user namespace to lock its mounts)\n";
     case ReadonlyReport::Step::kNamespaces:
