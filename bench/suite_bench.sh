@@ -25,6 +25,8 @@ timeout -s INT -k 30 "${LIMIT:-540}" "$bin" --store "$store" bench "${run[@]}" -
 echo "bench: exit $?"
 "$bin" --store "$store" report b1 --json > "$out/report.json"
 "$bin" --store "$store" report b1 --html "$out/report.html" >> "$out/bench.txt"
+# Where the device's time went: the harness processes' steps over every evaluation of the run.
+python3 bench/eval_steps.py "$store" --json "$out/eval_steps.json" > "$out/eval_steps.txt"
 cp "$store" "$out/state/store.sqlite"
 # Each episode's progress lines, for a task that took long or failed.
 tar czf "$out/logs.tgz" -C "${XDG_CACHE_HOME:-$HOME/.cache}/cuda-agent/bench" . 2>/dev/null

@@ -72,7 +72,8 @@ def compare_output(expected: Any, got: Any, atol: float, rtol: float,
         return _mismatch("dtype", e, g, f"has dtype {g} where the reference has {e}"), None, None
 
     wide = torch.complex128 if expected.is_complex() else torch.float64
-    e, g = expected.to(device=device, dtype=wide), got.to(device=device, dtype=wide)
+    # Moved, then widened: widening on the host first would move twice the bytes, slowly.
+    e, g = expected.to(device).to(wide), got.to(device).to(wide)
     finite = torch.isfinite(e) & torch.isfinite(g)
     same_inf = torch.isinf(e) & (g == e)
     diff = torch.where(finite, (g - e).abs(), torch.where(same_inf, 0.0, torch.inf))
@@ -164,25 +165,28 @@ def load_candidate_outputs(path: str, input_sets: list[list]) -> tuple[list, lis
 CHUNK = 1 << 24
 
 
-def _chunks(tensor: torch.Tensor):
-    """The tensor's elements (a complex one's real and imaginary parts) in float64 chunks."""
+def _chunks(tensor: torch.Tensor, device: str):
+    """The tensor's elements (a complex one's real and imaginary parts) in float64 chunks, each
+    on the device wherever the tensor itself lives (on cuda this takes tenths of a second for a
+    gigabyte where the cpu takes seconds)."""
     flat = tensor.detach()
     if flat.is_complex():
         flat = torch.view_as_real(flat)
     flat = flat.reshape(-1)
     for start in range(0, flat.numel(), CHUNK):
-        yield flat[start:start + CHUNK].to(torch.float64)
+        yield flat[start:start + CHUNK].to(device=device, dtype=torch.float64)
 
 
-def _finite(tensor: torch.Tensor) -> bool:
-    return all(bool(torch.isfinite(chunk).all()) for chunk in _chunks(tensor))
+def _finite(tensor: torch.Tensor, device: str) -> bool:
+    return all(bool(torch.isfinite(chunk).all()) for chunk in _chunks(tensor, device))
 
 
-def _within(expected: torch.Tensor, got: torch.Tensor | float, atol: float, rtol: float) -> bool:
+def _within(expected: torch.Tensor, got: torch.Tensor | float, atol: float, rtol: float,
+            device: str) -> bool:
     """Whether expected is finite and got (a tensor of its shape, or one number) is within
     atol + rtol * |expected| of it everywhere."""
-    got_chunks = _chunks(got) if isinstance(got, torch.Tensor) else None
-    for e in _chunks(expected):
+    got_chunks = _chunks(got, device) if isinstance(got, torch.Tensor) else None
+    for e in _chunks(expected, device):
         g = next(got_chunks) if got_chunks is not None else got
         if not bool(torch.isfinite(e).all()) or not bool(((g - e).abs() <=
                                                            atol + rtol * e.abs()).all()):
@@ -191,37 +195,39 @@ def _within(expected: torch.Tensor, got: torch.Tensor | float, atol: float, rtol
 
 
 def trivial_output(j: int, expected: list[list], input_sets: list[list], atol: float,
-                   rtol: float) -> str | None:
+                   rtol: float, device: str = "cpu") -> str | None:
     """Why output j of the reference could be matched without computing it, or None: it is one
     constant (within tolerance) on every set, it is the same tensor whatever the inputs, or it
     is one of the inputs."""
     values = [outputs[j] for outputs in expected]
     if not all(isinstance(v, torch.Tensor) and v.numel() > 0 for v in values):
         return None
-    if not all(_finite(v) for v in values):
+    if not all(_finite(v, device) for v in values):
         return None
-    low = min(min(float(c.min()) for c in _chunks(v)) for v in values)
-    high = max(max(float(c.max()) for c in _chunks(v)) for v in values)
+    low = min(min(float(c.min()) for c in _chunks(v, device)) for v in values)
+    high = max(max(float(c.max()) for c in _chunks(v, device)) for v in values)
     middle = (low + high) / 2
-    if all(_within(v, middle, atol, rtol) for v in values):
+    if all(_within(v, middle, atol, rtol, device) for v in values):
         return f"is within tolerance of the constant {middle:.6g} on every input set"
-    if len(values) > 1 and all(v.shape == values[0].shape and _within(v, values[0], atol, rtol)
+    if len(values) > 1 and all(v.shape == values[0].shape
+                               and _within(v, values[0], atol, rtol, device)
                                for v in values[1:]):
         return "is the same on every input set: it does not depend on the inputs"
     for i in range(len(input_sets[0])):
         if all(isinstance(inputs[i], torch.Tensor) and inputs[i].shape == v.shape
-               and _within(v, inputs[i], atol, rtol) for inputs, v in zip(input_sets, values)):
+               and _within(v, inputs[i], atol, rtol, device)
+               for inputs, v in zip(input_sets, values)):
             return f"is within tolerance of input {i} on every input set"
     return None
 
 
 def find_degenerate(expected: list[list], input_sets: list[list], atol: float,
-                    rtol: float) -> dict | None:
+                    rtol: float, device: str = "cpu") -> dict | None:
     """The task is degenerate when every output is trivial: a candidate that computes nothing
     would pass, so no verdict on a candidate means anything."""
     if not expected or not expected[0]:
         return None
-    reasons = [trivial_output(j, expected, input_sets, atol, rtol)
+    reasons = [trivial_output(j, expected, input_sets, atol, rtol, device)
                for j in range(len(expected[0]))]
     if any(reason is None for reason in reasons):
         return None
@@ -267,7 +273,7 @@ def check_timed(task: ModuleType, init: dict, base_sets: list[list], bundle: dic
                             f"{len(got) if isinstance(got, list) else 'no'} outputs where the "
                             f"reference returns {len(expected)}"}
             else:
-                for j, (e, g) in enumerate(zip(common.to_cpu(expected), got)):
+                for j, (e, g) in enumerate(zip(expected, got)):
                     found, _, _ = compare_output(e, g, args.atol, args.rtol, args.device)
                     if found is not None:
                         mismatch = {"call": i, "output": j,
@@ -324,15 +330,25 @@ def compare_fingerprints(i: int, plan: common.TimedPlan, expected: list, got: An
     return None
 
 
+# Share of the device's free memory the reference's outputs may keep there, for the comparisons
+# to read them in place; beyond it they go to the host.
+DEVICE_OUTPUT_SHARE = 0.25
+
+
 def run_reference(task: ModuleType, init: dict, input_sets: list[list], init_seed: int,
                   device: str) -> list[list]:
+    """The reference's outputs of each set: left on the device while they fit (so that the
+    checks that follow read them there), copied to the host otherwise."""
     try:
         model, _ = common.build_model(task.Model, init, init_seed, device)
         results = []
         for inputs in input_sets:
             outputs = common.output_list(model(*common.to_device(inputs, device)))
             common.synchronize(device)
-            results.append(common.to_cpu(outputs))
+            size = sum(o.numel() * o.element_size() for o in outputs
+                       if isinstance(o, torch.Tensor))
+            kept = device == "cuda" and size < DEVICE_OUTPUT_SHARE * torch.cuda.mem_get_info()[0]
+            results.append(common.detached(outputs) if kept else common.to_cpu(outputs))
         return results
     except Exception as error:
         raise common.TaskError(f"the task's Model failed: {type(error).__name__}: {error}") \
@@ -348,26 +364,31 @@ def main(args: Any, report: dict) -> None:
         bundle = read_candidate_bundle(args.candidate_out)
         task = common.load_task(args.task)
         common.shrink_task(task, args.shrink)
-        check_timed(task, init, input_sets, bundle, args, report)
+        with common.step(report, "recompute"):
+            check_timed(task, init, input_sets, bundle, args, report)
         return
     outputs, inputs_after, rerun = load_candidate_outputs(args.candidate_out, input_sets)
     task = common.load_task(args.task)
     common.shrink_task(task, args.shrink)
-    expected = run_reference(task, init, input_sets, args.init_seed, args.device)
+    with common.step(report, "reference"):
+        expected = run_reference(task, init, input_sets, args.init_seed, args.device)
     # A task is degenerate on the inputs it describes: a shifted or spiked set may make an
     # almost-constant output vary, but a candidate that computes nothing still passes the rest.
     seeded = args.seeded_sets or len(input_sets)
-    report["degenerate"] = find_degenerate(expected[:seeded], input_sets[:seeded], args.atol,
-                                           args.rtol)
-    report.update(compare_sets(expected + [expected[0]], outputs + [rerun], args.atol,
-                               args.rtol, args.device))
+    with common.step(report, "degenerate"):
+        report["degenerate"] = find_degenerate(expected[:seeded], input_sets[:seeded],
+                                               args.atol, args.rtol, args.device)
+    with common.step(report, "compare"):
+        report.update(compare_sets(expected + [expected[0]], outputs + [rerun], args.atol,
+                                   args.rtol, args.device))
     if report["mismatch"] is not None and report["mismatch"]["set"] == len(input_sets):
         mismatch = report["mismatch"]
         mismatch["detail"] = mismatch["detail"].replace(
             f"set {len(input_sets)} ", "set 0, run again on a fresh ModelNew over differently "
             "poisoned memory, ", 1)
     report["sets"] = len(input_sets)
-    report["inputs_modified"] = find_modified_input(input_sets, inputs_after)
+    with common.step(report, "inputs_modified"):
+        report["inputs_modified"] = find_modified_input(input_sets, inputs_after)
     report["correct"] = report["mismatch"] is None and report["inputs_modified"] is None
 
 

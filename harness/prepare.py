@@ -32,12 +32,34 @@ def make_parser():
     return parser
 
 
-def draw_inputs(task: ModuleType, seed: int, count: int) -> list[list]:
+def draw_inputs(task: ModuleType, seed: int, count: int, device: str) -> list[list]:
+    """count sets from get_inputs(), set k under torch.manual_seed(seed + k), as host tensors.
+    The task's tensor factories run on the device (torch.randn of a gigabyte takes milliseconds
+    there and seconds on the host); the sets go to the host one at a time."""
     sets = []
     for k in range(count):
         torch.manual_seed(seed + k)
-        sets.append(common.to_cpu(list(task.get_inputs())))
+        with torch.device(device):
+            sets.append(common.to_cpu(list(task.get_inputs())))
     return sets
+
+
+def draw_all(task: ModuleType, args: Any, report: dict) -> tuple[list[list], list[list]]:
+    """The verify and profile sets, drawn on the device; on the host instead when get_inputs()
+    cannot run on the device (it builds a host generator of its own, say), and the report's
+    inputs_drawn_on says which."""
+    def both(device: str) -> tuple[list[list], list[list]]:
+        return (draw_inputs(task, args.seed, args.verify_sets, device),
+                draw_inputs(task, args.seed + PROFILE_SEED_OFFSET, args.profile_sets, device))
+
+    report["inputs_drawn_on"] = args.device
+    if args.device != "cpu":
+        try:
+            return both(args.device)
+        except Exception as error:
+            report["inputs_drawn_on"] = "cpu"
+            report["inputs_device_error"] = f"{type(error).__name__}: {error}"
+    return both("cpu")
 
 
 def floating(value: Any) -> bool:
@@ -67,9 +89,9 @@ def spiked(inputs: list, rng: random.Random) -> list:
 
 def extra_sets(task_model: torch.nn.Module, base: list, seed: int, device: str,
                report: dict) -> list[list]:
-    """The shifted and spiked verify sets, kept only where the reference gives finite outputs on
-    them (a task may need positive inputs, or probabilities: then the set is dropped, and the
-    report says so)."""
+    """The shifted and spiked verify sets, made on the device from set 0 (base, there already)
+    and kept, on the host, only where the reference gives finite outputs on them (a task may
+    need positive inputs, or probabilities: then the set is dropped, and the report says so)."""
     rng = random.Random(seed)
     kept, dropped = [], []
     for name, make in (("shifted", shifted), ("spiked", spiked)):
@@ -114,30 +136,36 @@ def main(args: Any, report: dict) -> None:
     task = common.load_task(args.task)
     report["sizes"] = common.shrink_task(task, args.shrink)
     try:
-        torch.manual_seed(args.init_seed)
-        init_inputs = list(task.get_init_inputs())
-        model = task.Model(*init_inputs)
-        verify = draw_inputs(task, args.seed, args.verify_sets)
-        profile = draw_inputs(task, args.seed + PROFILE_SEED_OFFSET, args.profile_sets)
+        with common.step(report, "model"):
+            torch.manual_seed(args.init_seed)
+            init_inputs = list(task.get_init_inputs())
+            model = task.Model(*init_inputs)
+        with common.step(report, "draw_inputs"):
+            verify, profile = draw_all(task, args, report)
     except Exception as error:
         raise common.TaskError(f"building the task's model or inputs failed: "
                                f"{type(error).__name__}: {error}") from error
 
     os.makedirs(args.out, exist_ok=True)
     state = {name: value.detach().cpu() for name, value in model.state_dict().items()}
-    common.save_bundle({"init_inputs": common.to_cpu(init_inputs), "state_dict": state},
-                       os.path.join(args.out, "init.pt"))
-    common.save_bundle(profile, os.path.join(args.out, "profile_inputs.pt"))
+    with common.step(report, "write"):
+        common.save_bundle({"init_inputs": common.to_cpu(init_inputs), "state_dict": state},
+                           os.path.join(args.out, "init.pt"))
+        common.save_bundle(profile, os.path.join(args.out, "profile_inputs.pt"))
 
     try:
-        model = model.to(args.device)
-        outputs = common.output_list(model(*common.to_device(verify[0], args.device)))
-        common.synchronize(args.device)
+        with common.step(report, "reference"):
+            model = model.to(args.device)
+            outputs = common.output_list(model(*common.to_device(verify[0], args.device)))
+            common.synchronize(args.device)
     except Exception as error:
         raise common.TaskError(f"the task's Model failed on verify set 0: "
                                f"{type(error).__name__}: {error}") from error
-    verify += extra_sets(model, verify[0], args.seed ^ 0x5EED, args.device, report)
-    common.save_bundle(verify, os.path.join(args.out, "verify_inputs.pt"))
+    with common.step(report, "extra_sets"):
+        verify += extra_sets(model, common.to_device(verify[0], args.device),
+                             args.seed ^ 0x5EED, args.device, report)
+    with common.step(report, "write"):
+        common.save_bundle(verify, os.path.join(args.out, "verify_inputs.pt"))
 
     report["torch"] = torch.__version__
     report["device_name"] = common.device_name(args.device)

@@ -35,22 +35,27 @@ def run_set(model: torch.nn.Module, guard: Any, watch: Any, inputs: list, device
     """One verification call: poisoned allocator, fresh inputs, the guarded call (under the
     profiler when an observer is given), the checks."""
     if device == "cuda":
-        common.poison_cuda_allocator(poison)
-    device_inputs = common.to_device(inputs, device)
-    if observer is None:
-        result = common.call_candidate(model, device_inputs, guard, device)
-    else:
-        with observer:
+        with common.step(report, "poison"):
+            common.poison_cuda_allocator(poison)
+    with common.step(report, "inputs"):
+        device_inputs = common.to_device(inputs, device)
+    with common.step(report, "calls"):
+        if observer is None:
             result = common.call_candidate(model, device_inputs, guard, device)
+        else:
+            with observer:
+                result = common.call_candidate(model, device_inputs, guard, device)
     watch.returned()
     report["output_types"] = [common.type_name(value) for value in result]
-    common.check_output_types(result)
-    common.after_call(guard, watch, (device_inputs, result))
-    # Each input after the call, for check.py to compare with the original: None where it is
-    # unchanged, so that a full-size task's verification holds no second copy of every set.
-    after = [None if common.identical(original, value) else value.detach().cpu()
-             for original, value in zip(inputs, device_inputs)]
-    return common.to_cpu(result), after
+    with common.step(report, "checks"):
+        common.check_output_types(result)
+        common.after_call(guard, watch, (device_inputs, result))
+        # Each input after the call, for check.py to compare with the original: None where it
+        # is unchanged, so that a full-size task's verification holds no second copy of a set.
+        after = [None if common.identical(original, value) else common.host_copy(value)
+                 for original, value in zip(inputs, device_inputs)]
+    with common.step(report, "outputs"):
+        return common.to_cpu(result), after
 
 
 def main(args: Any, report: dict) -> None:
@@ -58,9 +63,10 @@ def main(args: Any, report: dict) -> None:
     out_path = os.path.abspath(args.out)  # the candidate's loader changes the cwd
     init = common.load_bundle(args.init)
     input_sets = common.load_bundle(args.inputs)
-    CallObserver.start_profiler(args.device)
-    model, guard, watch = common.load_candidate_model(args.workspace, args.kernel_lib, init,
-                                                      args.init_seed, args.device, report)
+    with common.step(report, "load"):
+        CallObserver.start_profiler(args.device)
+        model, guard, watch = common.load_candidate_model(args.workspace, args.kernel_lib, init,
+                                                          args.init_seed, args.device, report)
     outputs, inputs_after = [], []
     for inputs in input_sets:
         result, after = run_set(model, guard, watch, inputs, args.device, 0xFF, report)
@@ -74,8 +80,9 @@ def main(args: Any, report: dict) -> None:
     observer = CallObserver(args.device, args.kernel_lib, guard.violations)
     rerun, _ = run_set(fresh, guard, watch, input_sets[0], args.device, RERUN_POISON, report,
                        observer)
-    common.save_bundle({"outputs": outputs, "inputs_after": inputs_after, "rerun": rerun},
-                       out_path)
+    with common.step(report, "write"):
+        common.save_bundle({"outputs": outputs, "inputs_after": inputs_after, "rerun": rerun},
+                           out_path)
 
 
 if __name__ == "__main__":

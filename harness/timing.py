@@ -114,11 +114,12 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
     flush_ints = int(args.flush_mb * (1 << 20)) // 4
     flush = torch.empty(flush_ints, dtype=torch.int32, device=args.device) if flush_ints else None
     l2 = impl.watch.l2
-    for i in range(args.warmup):
-        inputs = common.TimedPlan.copy(base_sets[i % len(base_sets)])
-        outputs = impl.forward(inputs)
-        impl.after(inputs, outputs)
-        del outputs, inputs
+    with common.step(report, "warmup"):
+        for i in range(args.warmup):
+            inputs = common.TimedPlan.copy(base_sets[i % len(base_sets)])
+            outputs = impl.forward(inputs)
+            impl.after(inputs, outputs)
+            del outputs, inputs
     impl.watch.settled()  # thread pools the warm-up started are not new
     if cuda:
         start = torch.cuda.Event(enable_timing=True)
@@ -128,36 +129,38 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
     secret = common.wait_for_secret(args.wait_for) if args.wait_for else 0
     plan = common.TimedPlan(secret, args.iters, len(base_sets), args.save_calls)
     times, host, fingerprints, kept = [], [], [], []
-    for i in range(args.iters):
-        inputs = plan.inputs(base_sets, i)
-        if flush is not None:
-            _fill(flush, i)
-        if l2 is not None:
-            l2.reset()  # T10: no line stays pinned in L2 through the flush
-        if cuda:
-            _cuda_sync()
-            begin = _perf_ns()
-            _record(start, stream)
-            outputs = impl.forward(inputs)
-            _cuda_sync()  # the whole device: work left on any stream is inside the measurement
-            _record(end, stream)
-            _event_sync(end)
-            host.append((_perf_ns() - begin) / 1000.0)
-            impl.watch.returned()
-            times.append(_elapsed_ms(start, end) * 1000.0)
-        else:
-            begin = _perf_ns()
-            outputs = impl.forward(inputs)
-            times.append((_perf_ns() - begin) / 1000.0)
-            impl.watch.returned()
-            host.append(times[-1])
-        impl.after(inputs, outputs)
-        fingerprints.append(plan.fingerprint(outputs))
-        if i in plan.saved:
-            kept.append(common.to_cpu(outputs))
-        del outputs, inputs
-    common.save_bundle({"fingerprints": fingerprints, "saved": plan.saved, "outputs": kept},
-                       args.out)
+    with common.step(report, "timed"):
+        for i in range(args.iters):
+            inputs = plan.inputs(base_sets, i)
+            if flush is not None:
+                _fill(flush, i)
+            if l2 is not None:
+                l2.reset()  # T10: no line stays pinned in L2 through the flush
+            if cuda:
+                _cuda_sync()
+                begin = _perf_ns()
+                _record(start, stream)
+                outputs = impl.forward(inputs)
+                _cuda_sync()  # the whole device: work left on any stream is inside the measurement
+                _record(end, stream)
+                _event_sync(end)
+                host.append((_perf_ns() - begin) / 1000.0)
+                impl.watch.returned()
+                times.append(_elapsed_ms(start, end) * 1000.0)
+            else:
+                begin = _perf_ns()
+                outputs = impl.forward(inputs)
+                times.append((_perf_ns() - begin) / 1000.0)
+                impl.watch.returned()
+                host.append(times[-1])
+            impl.after(inputs, outputs)
+            fingerprints.append(plan.fingerprint(outputs))
+            if i in plan.saved:
+                kept.append(common.to_cpu(outputs))
+            del outputs, inputs
+    with common.step(report, "write"):
+        common.save_bundle({"fingerprints": fingerprints, "saved": plan.saved, "outputs": kept},
+                           args.out)
     report.update(times_us=times, host_us=host)
 
 
@@ -179,9 +182,11 @@ def main(args: Any, report: dict) -> None:
     report.update(impl=args.impl, iters=args.iters, warmup=args.warmup, torch=torch.__version__,
                   device_name=common.device_name(args.device))
     init = common.load_bundle(args.init)
-    base_sets = [common.to_device(inputs, args.device)
-                 for inputs in common.load_bundle(args.inputs)]
-    impl = build(args, init, report)
+    with common.step(report, "inputs"):
+        base_sets = [common.to_device(inputs, args.device)
+                     for inputs in common.load_bundle(args.inputs)]
+    with common.step(report, "build"):
+        impl = build(args, init, report)
     time_calls(impl, base_sets, args, report)
     ordered = sorted(report["times_us"])
     report.update(median_us=percentile(ordered, 0.5),

@@ -140,3 +140,22 @@ def test_degenerate_outputs_are_found_chunk_by_chunk(monkeypatch) -> None:
     assert check.trivial_output(0, varying, inputs, 1e-2, 1e-2) is None
     varying[2][0][4, 10] = float("nan")  # the last chunk: not finite, so not trivial either
     assert check.trivial_output(0, varying, inputs, 1e-2, 1e-2) is None
+
+
+@pytest.mark.parametrize("tensor", [
+    torch.randn(7, 33),                                    # more than one stage, a partial last one
+    torch.randn(40, 9).t(),                                # not contiguous
+    torch.randn(5, 6, dtype=torch.complex64).conj(),       # a lazily conjugated view
+    torch.randint(0, 2, (301,), dtype=torch.bool),
+    torch.randn(3, 100).half(),
+    torch.arange(1000, dtype=torch.int64).reshape(10, 100),
+    torch.tensor(2.5),                                     # zero dimensions
+    torch.empty(0, 4),
+], ids=["float32", "transposed", "conj-complex", "bool", "half", "int64", "scalar", "empty"])
+def test_a_staged_copy_to_the_host_holds_the_same_values(tensor) -> None:
+    # The path a large device output takes to the host: a small buffer, many chunks.
+    stage = torch.empty(64, dtype=torch.uint8)
+    copy = common.staged_copy(tensor, stage)
+    assert copy.shape == tensor.shape and copy.dtype == tensor.dtype
+    assert copy.is_contiguous()
+    assert torch.equal(copy, tensor.resolve_conj())
