@@ -1,5 +1,6 @@
 """End-to-end tests: the real cuda-agent binary, the real harness and torch, on the CPU device."""
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,10 +24,15 @@ class CudaAgent:
         self.binary = binary
         self.store = home / "store.sqlite"
         self.cache = home / "build-cache"
+        # The evaluator's run folders beneath the store's folder, as for a user who keeps the
+        # store in /tmp: that folder is read-only to candidates, their run folder must not be.
+        self.env = {**os.environ, "TMPDIR": str(home / "tmp")}
+        (home / "tmp").mkdir()
 
     def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         command = [self.binary, "--store", str(self.store), *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=self.env)
 
     def eval(self, task: Path, candidate: Path, *extra: str) -> tuple[int, dict]:
         """Evaluates candidate (a folder with model_new.py and kernels/) on the cpu device and
