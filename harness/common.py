@@ -9,6 +9,7 @@ import math
 import os
 import platform
 import random
+import shutil
 import sys
 import time
 import traceback
@@ -416,7 +417,19 @@ def load_bundle(path: str) -> Any:
 
 def save_bundle(value: Any, path: str) -> None:
     tmp = f"{path}.tmp"
-    torch.save(value, tmp)
+    try:
+        torch.save(value, tmp)
+    except (OSError, RuntimeError) as error:
+        # A full filesystem shows as a serializer error ("unexpected pos ..."): say how much room
+        # there was, and where the run folders go.
+        folder = os.path.dirname(os.path.abspath(path))
+        free = shutil.disk_usage(folder).free / (1 << 30)
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise Failure(f"writing {os.path.basename(path)} failed with {free:.1f} GiB free in "
+                      f"{folder} (the evaluator's run folders go in $TMPDIR, /tmp by default; a "
+                      f"full-size evaluation writes tens of gigabytes there): "
+                      f"{type(error).__name__}: {str(error).strip()[:300]}") from error
     os.replace(tmp, path)
 
 

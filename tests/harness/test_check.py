@@ -159,3 +159,17 @@ def test_a_staged_copy_to_the_host_holds_the_same_values(tensor) -> None:
     assert copy.shape == tensor.shape and copy.dtype == tensor.dtype
     assert copy.is_contiguous()
     assert torch.equal(copy, tensor.resolve_conj())
+
+
+def test_a_bundle_that_cannot_be_written_says_how_much_room_there_was(tmp_path, monkeypatch):
+    def full_disk(value, path):
+        open(path, "wb").close()
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 2147485056")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(common.Failure) as raised:
+        common.save_bundle([torch.zeros(3)], str(tmp_path / "verify_inputs.pt"))
+    message = str(raised.value)
+    assert "verify_inputs.pt" in message and "GiB free in " + str(tmp_path) in message
+    assert "TMPDIR" in message and "unexpected pos" in message
+    assert list(tmp_path.iterdir()) == []  # no partial file left behind
