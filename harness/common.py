@@ -570,10 +570,15 @@ FINGERPRINT_SAMPLES = 256  # elements of each timed call's output compared one b
 class TimedPlan:
     """What the timed calls of timing.py run on and keep, derived from a secret the evaluator
     reveals only once warm-up is over (T7, T8, T11, S8): call i runs on a fresh copy of profile
-    set i mod P whose floating inputs are scaled by a factor in [0.5, 1), so no two calls see the
-    same values and no output can be computed before the call; a fingerprint of every call's
-    outputs is kept, and the outputs of `saved` calls in full. check.py --timed derives the same
-    plan from the same secret and recomputes all of it with the reference."""
+    set i mod P whose floating inputs are scaled by a factor s_i in [0.5, 1), each element's by
+    s_i times its own factor in [1 - JITTER, 1 + JITTER), so no two calls see the same values and
+    no output can be computed before the call, not even by rescaling an output recorded during
+    warm-up (which one factor per call allows for a task that is homogeneous: relu, a product
+    without bias); a fingerprint of every call's outputs is kept, and the outputs of `saved`
+    calls in full. check.py --timed derives the same plan from the same secret and recomputes
+    all of it with the reference."""
+
+    JITTER = 1 / 16
 
     def __init__(self, secret: int, iters: int, sets: int, save_calls: int) -> None:
         rng = random.Random(secret)
@@ -583,6 +588,7 @@ class TimedPlan:
         self._weight_seed = rng.getrandbits(62)
         self._weights: dict[tuple, torch.Tensor] = {}
         self._sample_seed = rng.getrandbits(62)
+        self._jitter_seed = rng.getrandbits(62)
 
     @staticmethod
     def copy(values: list) -> list:
@@ -590,14 +596,18 @@ class TimedPlan:
         return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
 
     def inputs(self, base_sets: list[list], i: int) -> list:
-        """Call i's inputs: new tensors on the base set's device, floating ones scaled."""
+        """Call i's inputs: new tensors on the base set's device, floating ones scaled element by
+        element (the factors drawn on that device from the secret, the same in every process)."""
         scale = self.scales[i]
         inputs = []
-        for value in base_sets[i % self.sets]:
+        for k, value in enumerate(base_sets[i % self.sets]):
             if isinstance(value, torch.Tensor):
                 value = value.clone()
                 if value.is_floating_point() or value.is_complex():
-                    value.mul_(scale)
+                    generator = torch.Generator(device=value.device)
+                    generator.manual_seed(self._jitter_seed + i * 1009 + k)
+                    factors = torch.rand(value.shape, generator=generator, device=value.device)
+                    value.mul_(factors.mul_(2 * self.JITTER).add_(1 - self.JITTER).mul_(scale))
             inputs.append(value)
         return inputs
 

@@ -407,7 +407,7 @@ Status Evaluator::verify(Run& run, HarnessStep& candidate, HarnessStep& check, E
 
 Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<double>* median_us,
                            nlohmann::json* data) {
-  nlohmann::json settings = {{"schema", "cuda-agent.baseline/2"},
+  nlohmann::json settings = {{"schema", "cuda-agent.baseline/3"},
                              {"impl", impl},
                              {"task_sha256", run.record.task_sha256},
                              {"device", options_.device},

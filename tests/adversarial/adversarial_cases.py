@@ -194,6 +194,8 @@ ALL_ATTEMPTS: list[Attempt] = [
             violation("timed_output_mismatch"), FULL),
     Attempt("T11", "cpp-replay", "T11_cpp_replay", SBR, ENFORCE,
             violation("timed_output_mismatch"), FULL),
+    Attempt("T11", "cpp-rescaled-replay", "T11_cpp_rescaled_replay", "relu_scale", ENFORCE,
+            violation("timed_output_mismatch"), FULL),
     # Wrong results that pass a naive check.
     Attempt("S1", "python-empty-output", "S1_python_empty_output", SBR, ENFORCE,
             outcome("mismatch")),
@@ -265,6 +267,7 @@ ALL_TWINS: list[Twin] = [
     Twin("cpp-scratch-buffer", "cpp_scratch_buffer", SBR, ENFORCE,
          ("T7", "T8", "T11", "S2", "S8", "S12", "S14"), FULL),
     *twin_both_modes("relu-scale", "relu_scale", "relu_scale", ("S4",)),
+    Twin("relu-scale-timed", "relu_scale", "relu_scale", ENFORCE, ("T11",), FULL),
     *twin_both_modes("row-mean", "row_mean", "row_mean", ("S5", "S7")),
     *twin_both_modes("row-sum", "row_sum", "row_sum", ("S6",)),
     *twin_both_modes("linear-relu", "linear_relu", "linear_relu", ("S11",)),
