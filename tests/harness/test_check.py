@@ -173,3 +173,20 @@ def test_a_bundle_that_cannot_be_written_says_how_much_room_there_was(tmp_path, 
     assert "verify_inputs.pt" in message and "GiB free in " + str(tmp_path) in message
     assert "TMPDIR" in message and "unexpected pos" in message
     assert list(tmp_path.iterdir()) == []  # no partial file left behind
+
+
+def test_inputs_drawn_where_get_inputs_cannot_run_on_the_device_come_from_the_host() -> None:
+    import prepare
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(get_inputs=lambda: [torch.randn(4, 8), torch.randint(0, 3, (5,)), 2])
+    # Tensors on the meta device cannot be copied to the host: the draw falls back to the host.
+    args = SimpleNamespace(device="meta", seed=11, verify_sets=2, profile_sets=1)
+    report: dict = {}
+    verify, profile = prepare.draw_all(task, args, report)
+    assert report["inputs_drawn_on"] == "cpu" and "meta" in report["inputs_device_error"]
+    expected = prepare.draw_inputs(task, 11, 2, "cpu")
+    assert len(verify) == 2 and len(profile) == 1
+    for got, want in zip(verify, expected):
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and got[2] == 2
+    assert not torch.equal(verify[0][0], verify[1][0])  # one seed per set
