@@ -571,12 +571,12 @@ class TimedPlan:
     """What the timed calls of timing.py run on and keep, derived from a secret the evaluator
     reveals only once warm-up is over (T7, T8, T11, S8): call i runs on a fresh copy of profile
     set i mod P whose floating inputs are scaled by a factor s_i in [0.5, 1), each element's by
-    s_i times its own factor in [1 - JITTER, 1 + JITTER), so no two calls see the same values and
-    no output can be computed before the call, not even by rescaling an output recorded during
-    warm-up (which one factor per call allows for a task that is homogeneous: relu, a product
-    without bias); a fingerprint of every call's outputs is kept, and the outputs of `saved`
-    calls in full. check.py --timed derives the same plan from the same secret and recomputes
-    all of it with the reference."""
+    s_i times its own factor in (1 - 2 JITTER, 1] (no value grows: an input meant to stay in
+    [0, 1] stays there), so no two calls see the same values and no output can be computed
+    before the call, not even by rescaling an output recorded during warm-up (which one factor
+    per call allows for a task that is homogeneous: relu, a product without bias); a fingerprint
+    of every call's outputs is kept, and the outputs of `saved` calls in full. check.py --timed
+    derives the same plan from the same secret and recomputes all of it with the reference."""
 
     JITTER = 1 / 16
 
@@ -607,7 +607,7 @@ class TimedPlan:
                     generator = torch.Generator(device=value.device)
                     generator.manual_seed(self._jitter_seed + i * 1009 + k)
                     factors = torch.rand(value.shape, generator=generator, device=value.device)
-                    value.mul_(factors.mul_(2 * self.JITTER).add_(1 - self.JITTER).mul_(scale))
+                    value.mul_(factors.mul_(-2 * self.JITTER).add_(1).mul_(scale))
             inputs.append(value)
         return inputs
 

@@ -34,8 +34,8 @@ def test_timed_inputs_are_fresh_scaled_copies_and_leave_integers_alone() -> None
     assert first[0].data_ptr() != base[0][0].data_ptr()
     # Each element scaled by the call's factor times its own, within the jitter.
     ratio = first[0] / base[0][0] / plan.scales[0]
-    assert float(ratio.min()) >= 1 - plan.JITTER - 1e-6
-    assert float(ratio.max()) < 1 + plan.JITTER + 1e-6
+    assert float(ratio.min()) > 1 - 2 * plan.JITTER - 1e-6
+    assert float(ratio.max()) <= 1 + 1e-6  # no value grows
     # Not one factor for the whole tensor: an output recorded in warm-up cannot be rescaled.
     assert float(ratio.std()) > plan.JITTER / 4
     assert not torch.allclose(first[0], second[0])

