@@ -167,8 +167,8 @@ CHUNK = 1 << 24
 
 def _chunks(tensor: torch.Tensor, device: str):
     """The tensor's elements (a complex one's real and imaginary parts) in float64 chunks, each
-    on the device wherever the tensor itself lives (on cuda this takes tenths of a second for a
-    gigabyte where the cpu takes seconds)."""
+    moved to the device, wherever the tensor itself lives (on cuda this takes tenths of a second
+    for a gigabyte where the cpu takes seconds)."""
     flat = tensor.detach()
     if flat.is_complex():
         flat = torch.view_as_real(flat)
@@ -345,9 +345,8 @@ def run_reference(task: ModuleType, init: dict, input_sets: list[list], init_see
         for inputs in input_sets:
             outputs = common.output_list(model(*common.to_device(inputs, device)))
             common.synchronize(device)
-            size = sum(o.numel() * o.element_size() for o in outputs
-                       if isinstance(o, torch.Tensor))
-            kept = device == "cuda" and size < DEVICE_OUTPUT_SHARE * torch.cuda.mem_get_info()[0]
+            kept = (device == "cuda" and common.tensor_bytes(outputs)
+                    < DEVICE_OUTPUT_SHARE * torch.cuda.mem_get_info()[0])
             results.append(common.detached(outputs) if kept else common.to_cpu(outputs))
         return results
     except Exception as error:

@@ -456,6 +456,11 @@ def to_device(values: list, device: str) -> list:
     return [v.to(device, copy=True) if isinstance(v, torch.Tensor) else v for v in values]
 
 
+def tensor_bytes(values: list) -> int:
+    """The bytes the tensors among values hold."""
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
 def detached(values: list) -> list:
     """Each tensor detached, where it is; other values as they are."""
     return [v.detach() if isinstance(v, torch.Tensor) else v for v in values]
@@ -474,7 +479,7 @@ def host_copy(tensor: torch.Tensor) -> torch.Tensor:
     tensor = tensor.detach()
     staged = (tensor.device.type == "cuda" and tensor.layout == torch.strided
               and not tensor.is_quantized
-              and tensor.numel() * tensor.element_size() >= STAGED_COPY_MIN_BYTES)
+              and tensor_bytes([tensor]) >= STAGED_COPY_MIN_BYTES)
     if not staged:
         return tensor.to("cpu", copy=True)
     global _stage
@@ -489,9 +494,9 @@ def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
     source = tensor.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
     result = torch.empty(tensor.shape, dtype=tensor.dtype)
     target = result.reshape(-1).view(torch.uint8)
-    size, step = source.numel(), stage.numel()
-    for start in range(0, size, step):
-        length = min(step, size - start)
+    size, chunk = source.numel(), stage.numel()
+    for start in range(0, size, chunk):
+        length = min(chunk, size - start)
         stage[:length].copy_(source[start:start + length])
         target[start:start + length].copy_(stage[:length])
     return result

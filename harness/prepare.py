@@ -126,10 +126,6 @@ def peak_bandwidth(device: str) -> float | None:
     return clock_khz * 1e3 * 2 * bus_bits / 8  # double data rate
 
 
-def tensor_bytes(values: list) -> int:
-    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
-
-
 def main(args: Any, report: dict) -> None:
     if args.verify_sets < 1 or args.profile_sets < 1:
         raise common.UsageError("--verify-sets and --profile-sets must be at least 1")
@@ -156,14 +152,14 @@ def main(args: Any, report: dict) -> None:
     try:
         with common.step(report, "reference"):
             model = model.to(args.device)
-            outputs = common.output_list(model(*common.to_device(verify[0], args.device)))
+            base = common.to_device(verify[0], args.device)  # moved once, copied on the device
+            outputs = common.output_list(model(*common.to_device(base, args.device)))
             common.synchronize(args.device)
     except Exception as error:
         raise common.TaskError(f"the task's Model failed on verify set 0: "
                                f"{type(error).__name__}: {error}") from error
     with common.step(report, "extra_sets"):
-        verify += extra_sets(model, common.to_device(verify[0], args.device),
-                             args.seed ^ 0x5EED, args.device, report)
+        verify += extra_sets(model, base, args.seed ^ 0x5EED, args.device, report)
     with common.step(report, "write"):
         common.save_bundle(verify, os.path.join(args.out, "verify_inputs.pt"))
 
@@ -173,7 +169,7 @@ def main(args: Any, report: dict) -> None:
     report["outputs"] = [common.describe(value) for value in outputs]
     report["parameters"] = sum(p.numel() for p in model.parameters())
     report["verify_sets"] = len(verify)
-    report["output_bytes"] = tensor_bytes(outputs)
+    report["output_bytes"] = common.tensor_bytes(outputs)
     report["peak_bandwidth"] = peak_bandwidth(args.device)
 
 
