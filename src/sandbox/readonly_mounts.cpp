@@ -84,13 +84,13 @@ std::string joined(const std::vector<std::string>& paths) {
   return text;
 }
 
-}  // namespace
-
 /// Whether path lies strictly beneath dir (both canonical).
 bool beneath(const std::string& path, const std::string& dir) {
   std::string prefix = dir == "/" ? dir : dir + "/";
   return path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0;
 }
+
+}  // namespace
 
 bool plan_readonly(const std::vector<std::filesystem::path>& requested, ReadonlyPlan* plan,
                    std::string* err, const std::vector<std::filesystem::path>& writable) {
