@@ -67,7 +67,8 @@ json BenchSettings::to_json() const {
   return {
       {"suite", suite.string()},    {"suite_name", suite_name}, {"policy", policy},
       {"device", device},           {"shrink", shrink},         {"tune", tune},
-      {"policy_args", policy_args}, {"tasks", tasks},           {"task_timeout_s", task_timeout_s}};
+      {"policy_args", policy_args}, {"tasks", tasks},           {"task_timeout_s", task_timeout_s},
+      {"group_size", group_size}};
 }
 
 Status BenchSettings::from_json(const json& j, BenchSettings* s) {
@@ -81,6 +82,7 @@ Status BenchSettings::from_json(const json& j, BenchSettings* s) {
     s->policy_args = j.value("policy_args", std::vector<std::string>{});
     s->tasks = j.at("tasks").get<std::vector<std::string>>();
     s->task_timeout_s = j.value("task_timeout_s", 3600.0);
+    s->group_size = j.value("group_size", 1);
   } catch (const json::exception& e) {
     return Status::Corruption(std::string("a bench run's settings: ") + e.what());
   }
@@ -247,15 +249,25 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
   std::set<std::string> done;
   int passed = 0;
   for (const json& row : rows) {
-    done.insert(row.value("task", ""));
+    done.insert(report::TaskResult::from_json(row).key());
     passed += row.value("correct", false) ? 1 : 0;
   }
-  std::vector<std::string> pending;
+  // The episodes still to run, as results name them (TaskResult::key), with their samples.
+  struct Episode {
+    std::string task;
+    int sample = -1;
+  };
+  std::vector<Episode> pending;
   for (const std::string& task : settings.tasks) {
-    if (!done.count(task)) pending.push_back(task);
+    for (int k = 0; k < settings.group_size; ++k) {
+      Episode e{task, settings.group_size > 1 ? k : -1};
+      report::TaskResult probe;
+      probe.task = e.task;
+      probe.sample = e.sample;
+      if (!done.count(probe.key())) pending.push_back(e);
+    }
   }
-  const int total = static_cast<int>(settings.tasks.size());
-
+  const int total = static_cast<int>(settings.tasks.size()) * settings.group_size;
   const auto started = Clock::now();
   json session = {{"started_at", agent::utc_now()},
                   {"executor", executor->name()},
@@ -281,7 +293,8 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
     const int width = 24;
     const int fill = std::clamp(total ? width * finished / total : width, 0, width);
     std::string bar = "[" + std::string(fill, '#') + std::string(width - fill, '.') + "] ";
-    std::string text = bar + std::to_string(finished) + "/" + std::to_string(total) + " tasks";
+    std::string text = bar + std::to_string(finished) + "/" + std::to_string(total) +
+                       (settings.group_size > 1 ? " episodes" : " tasks");
     if (finished > 0) {
       char pct[32];
       std::snprintf(pct, sizeof pct, " · pass %.1f%%", 100.0 * passed / finished);
@@ -305,23 +318,28 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
   };
   auto worker = [&](int slot) {
     for (;;) {
-      std::string task;
+      Episode episode;
       {
         std::lock_guard<std::mutex> lock(mu);
         if (stop || next >= pending.size() || interrupt_requested()) return;
-        task = pending[next++];
+        episode = pending[next++];
         ++running;
       }
-      const std::filesystem::path dir = root / task;
+      const std::string& task = episode.task;
+      report::TaskResult result;
+      result.task = task;
+      result.sample = episode.sample;
+      const std::string key = result.key();
+      const std::filesystem::path dir = root / key;
       std::error_code ec;
       // A task interrupted before leaves its workspace behind: the episode starts afresh.
       std::filesystem::remove_all(dir, ec);
       std::filesystem::remove_all(dir.string() + ".private", ec);
       std::filesystem::create_directories(dir.parent_path(), ec);
       Job job;
-      job.task = task;
+      job.task = key;
       job.timeout_s = settings.task_timeout_s;
-      job.log = root / "logs" / (task + ".log");
+      job.log = root / "logs" / (key + ".log");
       job.argv = {request.binary.string(),
                   "--store",
                   request.store.string(),
@@ -343,8 +361,9 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
       std::lock_guard<std::mutex> lock(mu);
       --running;
       if (output.interrupted || interrupt_requested()) return halt(Status::OK());
-      report::TaskResult result = parse_episode(task, level_of(task), output);
-      if (Status s = store->put_bench_result(id, task, result.to_json()); !s.ok()) return halt(s);
+      result = parse_episode(task, level_of(task), output);
+      result.sample = episode.sample;
+      if (Status s = store->put_bench_result(id, key, result.to_json()); !s.ok()) return halt(s);
       ++finished;
       ++ran;
       passed += result.correct ? 1 : 0;
@@ -352,7 +371,7 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
       record["sessions"][session_index]["tasks_run"] = ran;
       record["sessions"][session_index]["seconds"] = seconds_since(started);
       if (Status s = store->put_bench(id, record); !s.ok()) return halt(s);
-      std::string last = task + " " + result.outcome;
+      std::string last = key + " " + result.outcome;
       if (result.correct && result.speedup_vs_compile) {
         last += " " + report::format_ratio(result.speedup_vs_compile) + " vs compile";
       }

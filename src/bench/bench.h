@@ -35,6 +35,9 @@ struct BenchSettings {
   std::vector<std::string> policy_args;
   std::vector<std::string> tasks;  // the suite's task ids this run covers
   double task_timeout_s = 3600;    // one task's episode, all its evaluations included
+  /// Episodes per task. Above 1 (a rollout's group), each task's episodes are results of their
+  /// own, keyed "task#k" for k = 0..group_size-1.
+  int group_size = 1;
 
   nlohmann::json to_json() const;
   static Status from_json(const nlohmann::json& j, BenchSettings* settings);
@@ -43,7 +46,7 @@ struct BenchSettings {
 /// One episode to run somewhere: `cuda-agent optimize ... --json` without the options that only
 /// the place it runs can know (the device lock, the GPU).
 struct Job {
-  std::string task;
+  std::string task;  // its result's key (TaskResult::key)
   std::vector<std::string> argv;
   double timeout_s = 3600;
   std::filesystem::path log;  // where its stderr goes (the episode's progress lines)

@@ -137,6 +137,64 @@ TEST(Bench, AnInterruptedRunResumesWithTheTasksItLacksOnly) {
   EXPECT_TRUE(summary.record["sessions"][1]["complete"].get<bool>());
 }
 
+TEST(Bench, AGroupRunsEachTaskGroupSizeTimes) {
+  Fixture f({"level1/001_a", "level1/002_b"});
+  f.request.settings.group_size = 3;
+  FakeExecutor executor;
+  BenchSummary summary;
+  ASSERT_TRUE(run_bench(f.request, f.store.get(), &executor, &summary).ok());
+  EXPECT_EQ(summary.pending, 0);
+  ASSERT_EQ(summary.results.size(), 6u);
+  std::set<std::string> keys;
+  for (const auto& r : summary.results) {
+    keys.insert(r.key());
+    EXPECT_EQ(r.task.find('#'), std::string::npos) << "the task stays the suite's id";
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"level1/001_a#0", "level1/001_a#1", "level1/001_a#2",
+                                         "level1/002_b#0", "level1/002_b#1", "level1/002_b#2"}));
+  // Each episode has a workspace of its own.
+  std::set<std::string> workspaces;
+  for (const auto& argv : executor.argvs) {
+    workspaces.insert(*(std::find(argv.begin(), argv.end(), "--workspace") + 1));
+  }
+  EXPECT_EQ(workspaces.size(), 6u);
+  nlohmann::json record;
+  ASSERT_TRUE(f.store->get_bench(1, &record).ok());
+  EXPECT_EQ(record["settings"]["group_size"], 3);
+}
+
+TEST(Bench, AnInterruptedGroupRunResumesWithTheEpisodesItLacksOnly) {
+  Fixture f({"level1/001_a", "level1/002_stop"});
+  f.request.settings.group_size = 2;
+  {
+    FakeExecutor executor;
+    BenchSummary summary;
+    ASSERT_TRUE(run_bench(f.request, f.store.get(), &executor, &summary).ok());
+    EXPECT_GT(summary.pending, 0);
+  }
+  std::vector<nlohmann::json> before;
+  ASSERT_TRUE(f.store->list_bench_results(1, &before).ok());
+  std::set<std::string> had;
+  for (const auto& r : before) had.insert(report::TaskResult::from_json(r).key());
+  nlohmann::json record;
+  ASSERT_TRUE(f.store->get_bench(1, &record).ok());
+  record["settings"]["tasks"][1] = "level1/002_go";
+  ASSERT_TRUE(f.store->put_bench(1, record).ok());
+  FakeExecutor again;
+  BenchRequest resume = f.request;
+  resume.resume = 1;
+  resume.settings = {};
+  BenchSummary summary;
+  ASSERT_TRUE(run_bench(resume, f.store.get(), &again, &summary).ok());
+  EXPECT_EQ(summary.pending, 0);
+  ASSERT_EQ(summary.results.size(), 4u);
+  for (const std::string& key : again.ran) EXPECT_FALSE(had.count(key)) << key << " ran twice";
+  std::set<std::string> keys;
+  for (const auto& r : summary.results) keys.insert(r.key());
+  EXPECT_EQ(keys, (std::set<std::string>{"level1/001_a#0", "level1/001_a#1", "level1/002_go#0",
+                                         "level1/002_go#1"}));
+}
+
 TEST(Bench, AnEpisodeWithoutVerdictOrPastItsLimitIsAFailureThatSaysWhy) {
   JobOutput error;
   error.started = true;

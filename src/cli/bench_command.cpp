@@ -289,10 +289,13 @@ int BenchCommands::report(const std::string& store_path) {
     for (const auto& r : results) out["results"].push_back(r.to_json());
     std::cout << out.dump(2) << "\n";
   } else {
-    const std::size_t total = record["settings"].value("tasks", nlohmann::json::array()).size();
+    const std::size_t total = record["settings"].value("tasks", nlohmann::json::array()).size() *
+                              record["settings"].value("group_size", 1);
     std::cout << "bench " << name << ": " << record.value("suite", "") << " with "
               << record.value("policy", "") << " on " << record.value("device", "") << ", "
-              << results.size() << " of " << total << " tasks done\n\n"
+              << results.size() << " of " << total
+              << (record["settings"].value("group_size", 1) > 1 ? " episodes" : " tasks")
+              << " done\n\n"
               << report::format_tasks(results) << "\n"
               << report::format_metrics(report::compute_metrics(results)) << "\n"
               << "throughput: " << bench::format_throughput(record) << "\n";

@@ -11,6 +11,7 @@
 #include "cli/optimize_command.h"
 #include "cli/tasks_command.h"
 #include "eval/evaluator.h"
+#include "eval/reward.h"
 #include "sandbox/process_runner.h"
 #include "store/store.h"
 #include "task/task.h"
@@ -143,7 +144,7 @@ int run(int argc, char** argv) {
   eval->add_option("--memory-limit-mb", options.memory_limit_mb, "resident memory per process")
       ->capture_default_str();
   eval->add_flag("--no-baseline-cache", no_cache, "re-time eager and torch.compile even if cached");
-  eval->add_option("--recipe", options.recipe, "reward recipe: discrete or log_speedup")
+  eval->add_option("--recipe", options.recipe, "reward recipe: " + recipe_names())
       ->capture_default_str();
   eval->add_option("--python", options.python, "Python with torch, for the harness")
       ->capture_default_str();

@@ -238,7 +238,7 @@ std::unique_ptr<HarnessStep> Evaluator::launch(Run& run, const std::string& scri
                                        make_call(run, script, args, timeout_s, candidate, gated));
 }
 
-void Evaluator::discard(const Run& run, const fs::path& bundle) const {
+void Evaluator::discard(const fs::path& bundle) const {
   if (options_.keep_run_dir) return;
   std::error_code ignored;  // the folder goes at the end anyway
   fs::remove(bundle, ignored);
@@ -342,8 +342,8 @@ Status Evaluator::verify(Run& run, HarnessStep& candidate, HarnessStep& check, E
   s = record(run, check.call(), h);
   if (!s.ok()) return s;
   // Profiling reads its own input sets: these two are the largest files of the run.
-  discard(run, run.trusted / "verify_inputs.pt");
-  discard(run, run.dir.path() / "candidate_out.pt");
+  discard(run.trusted / "verify_inputs.pt");
+  discard(run.dir.path() / "candidate_out.pt");
   const nlohmann::json& report = h.report;
   r->verify.data["check"] = report;
   if (h.process.interrupted) {
@@ -441,7 +441,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::optional<doub
   if (!s.ok()) return s;
   // Written like the candidate's, so that the clock sees the same work; only the candidate's
   // timed calls are recomputed.
-  discard(run, run.dir.path() / ("timed_" + impl + ".pt"));
+  discard(run.dir.path() / ("timed_" + impl + ".pt"));
   if (h.process.interrupted) return Status::Internal("interrupted");
   nlohmann::json report = h.report;
   if (report.is_null()) {

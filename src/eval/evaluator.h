@@ -92,7 +92,7 @@ class Evaluator {
   Status record(Run& run, const HarnessCall& call, const HarnessResult& result) const;
   /// Removes a bundle of the run folder no later step reads (kept with keep_run_dir): at full
   /// size each is gigabytes, and the folder's peak is what its filesystem must hold.
-  void discard(const Run& run, const std::filesystem::path& bundle) const;
+  void discard(const std::filesystem::path& bundle) const;
   std::unique_ptr<HarnessStep> launch(Run& run, const std::string& script,
                                       const std::vector<std::string>& args, double timeout_s,
                                       bool candidate, bool gated);

@@ -144,6 +144,7 @@ nlohmann::json EvalResult::to_json() const {
         {"vs_compile", optional_json(speedup_vs_compile)}}},
       {"reward", optional_json(reward)},
       {"reward_recipe", reward_recipe},
+      {"reward_value", optional_json(reward_value)},
       {"log_speedup", optional_json(log_speedup)},
       {"stages",
        {{"compile", stage_json(compile)},
@@ -186,6 +187,7 @@ EvalResult EvalResult::from_json(const nlohmann::json& j) {
   r.speedup_vs_compile = optional_from<double>(speedups, "vs_compile");
   r.reward = optional_from<int>(j, "reward");
   r.reward_recipe = j.value("reward_recipe", "");
+  r.reward_value = optional_from<double>(j, "reward_value");
   r.log_speedup = optional_from<double>(j, "log_speedup");
   const nlohmann::json stages = j.value("stages", nlohmann::json::object());
   r.compile = stage_from(stages.value("compile", nlohmann::json()));
@@ -231,7 +233,17 @@ std::string format_summary(const EvalResult& r) {
     out += "  speedup  vs eager " + format_ratio(r.speedup_vs_eager) + "   vs torch.compile " +
            format_ratio(r.speedup_vs_compile) + "\n";
   }
-  if (r.reward) out += "  reward   " + std::to_string(*r.reward) + " (" + r.reward_recipe + ")\n";
+  if (r.reward) {
+    out += "  reward   " + std::to_string(*r.reward);
+    if (r.reward_value && r.reward_recipe != "discrete" && !r.reward_recipe.empty()) {
+      char value[64];
+      std::snprintf(value, sizeof value, " (discrete); %s %.4g\n", r.reward_recipe.c_str(),
+                    *r.reward_value);
+      out += value;
+    } else {
+      out += " (discrete)\n";
+    }
+  }
   return out;
 }
 

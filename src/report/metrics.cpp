@@ -73,6 +73,10 @@ bool timed(const TaskResult& r) {
          *r.speedup_vs_compile > 0;
 }
 
+std::string TaskResult::key() const {
+  return sample < 0 ? task : task + "#" + std::to_string(sample);
+}
+
 json TaskResult::to_json() const {
   json j = {{"schema", kSchema},
             {"task", task},
@@ -86,6 +90,7 @@ json TaskResult::to_json() const {
             {"evaluations", evaluations},
             {"seconds", seconds},
             {"worker", worker}};
+  if (sample >= 0) j["sample"] = sample;
   put(&j, "reward", reward);
   put(&j, "eager_us", eager_us);
   put(&j, "compile_us", compile_us);
@@ -99,6 +104,7 @@ TaskResult TaskResult::from_json(const json& j) {
   TaskResult r;
   if (!j.is_object()) return r;
   r.task = j.value("task", "");
+  r.sample = j.value("sample", -1);
   r.level = j.value("level", "");
   r.outcome = j.value("outcome", "");
   r.correct = j.value("correct", false);
@@ -209,10 +215,10 @@ std::string format_tasks(const std::vector<TaskResult>& results) {
       {"task", "outcome", "reward", "vs eager", "vs compile", "evaluated", "seconds"}};
   std::string failures;
   for (const TaskResult& r : results) {
-    rows.push_back({r.task, r.outcome, r.reward ? std::to_string(*r.reward) : "-",
+    rows.push_back({r.key(), r.outcome, r.reward ? std::to_string(*r.reward) : "-",
                     format_ratio(r.speedup_vs_eager), format_ratio(r.speedup_vs_compile),
                     std::to_string(r.evaluations), fixed(r.seconds, 0)});
-    if (!r.correct) failures += "  " + r.task + ": " + r.reason + "\n";
+    if (!r.correct) failures += "  " + r.key() + ": " + r.reason + "\n";
   }
   return table(rows) + (failures.empty() ? "" : "\nwhy the failures failed:\n" + failures);
 }
@@ -221,8 +227,8 @@ std::string format_compare(const std::string& name_a, const std::vector<TaskResu
                            const std::string& name_b, const std::vector<TaskResult>& b) {
   std::map<std::string, const TaskResult*> by_a, by_b;
   std::set<std::string> tasks;
-  for (const TaskResult& r : a) by_a[r.task] = &r, tasks.insert(r.task);
-  for (const TaskResult& r : b) by_b[r.task] = &r, tasks.insert(r.task);
+  for (const TaskResult& r : a) by_a[r.key()] = &r, tasks.insert(r.key());
+  for (const TaskResult& r : b) by_b[r.key()] = &r, tasks.insert(r.key());
   auto outcome = [](const TaskResult* r) { return r ? r->outcome : std::string("(not run)"); };
   auto speedup = [](const TaskResult* r) {
     return r && timed(*r) ? format_ratio(r->speedup_vs_compile) : std::string("-");

@@ -16,6 +16,7 @@ struct TaskResult {
   static constexpr const char* kSchema = "cuda-agent.bench-result/1";
 
   std::string task;   // the suite's id: "level1/001_relu"
+  int sample = -1;    // in a run of groups (rollouts): which of the task's episodes, from 0
   std::string level;  // "level1", or "" in a suite without levels
   /// An evaluation's outcome ("pass", "mismatch", ...), or "error" when the policy reached no
   /// verdict (no plan for the task, a task that does not run), or "timeout" when the task's
@@ -32,6 +33,9 @@ struct TaskResult {
   int evaluations = 0;       // candidates evaluated in the episode (tuning tries included)
   double seconds = 0;        // the episode's wall time
   std::string worker;        // where it ran: "gpu 0", "cpu 1", "ray actor 2 on HOST"
+
+  /// The task, with "#k" for sample k of a group: what the run keys its results by.
+  std::string key() const;
 
   nlohmann::json to_json() const;
   static TaskResult from_json(const nlohmann::json& j);

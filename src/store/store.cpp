@@ -397,21 +397,31 @@ Status Store::last_evaluation_id(long long* id) {
   return Status::OK();
 }
 
-Status Store::list_evaluations(long long after_id, std::vector<nlohmann::json>* results) {
-  Statement st(db_, "SELECT result, id FROM evaluations WHERE id > ? ORDER BY id");
+Status Store::list_records(const char* sql, long long after_id, const std::string& kind,
+                           std::vector<nlohmann::json>* records) {
+  Statement st(db_, sql);
   if (!st.ok()) return error("prepare");
   st.bind(1, after_id);
-  results->clear();
+  records->clear();
   std::optional<nlohmann::json> r;
   int rc;
   while ((rc = step_record(st, &r)) == SQLITE_ROW) {
     if (!r->contains("id")) (*r)["id"] = st.integer(1);
-    results->push_back(std::move(*r));
+    records->push_back(std::move(*r));
   }
-  if (rc == SQLITE_MISMATCH)
-    return Status::Corruption("evaluation " + std::to_string(st.integer(1)));
-  if (rc != SQLITE_DONE) return error("list evaluations");
+  if (rc == SQLITE_MISMATCH) return Status::Corruption(kind + " " + std::to_string(st.integer(1)));
+  if (rc != SQLITE_DONE) return error("list " + kind + "s");
   return Status::OK();
+}
+
+Status Store::list_evaluations(long long after_id, std::vector<nlohmann::json>* results) {
+  return list_records("SELECT result, id FROM evaluations WHERE id > ? ORDER BY id", after_id,
+                      "evaluation", results);
+}
+
+Status Store::list_trajectories(long long after_id, std::vector<nlohmann::json>* records) {
+  return list_records("SELECT record, id FROM trajectories WHERE id > ? ORDER BY id", after_id,
+                      "trajectory", records);
 }
 
 }  // namespace cuda_agent

@@ -77,6 +77,8 @@ class Store {
   Status add_trajectory(const nlohmann::json& record, long long* id);
   /// NotFound when there is no run of that id.
   Status get_trajectory(long long id, nlohmann::json* record);
+  /// Every trajectory with an id above after_id, oldest first (each with its "id").
+  Status list_trajectories(long long after_id, std::vector<nlohmann::json>* records);
 
   /// A benchmark run's record (bench/bench.h), filed under a new id (named "b<id>").
   Status add_bench(const nlohmann::json& record, long long* id);
@@ -96,6 +98,9 @@ class Store {
   Status exec(const std::string& sql);
   /// The JSON record that sql (one `?`, the id) selects; NotFound or Corruption naming it.
   Status get_record(const char* sql, long long id, const std::string& name, nlohmann::json* record);
+  /// The JSON records (and ids) that sql selects above after_id (its one `?`); kind names them.
+  Status list_records(const char* sql, long long after_id, const std::string& kind,
+                      std::vector<nlohmann::json>* records);
   Status error(const std::string& what) const;
   sqlite3* db_;
   std::filesystem::path path_;

@@ -221,6 +221,14 @@ TEST(Store, TrajectoriesAreFiledUnderRunIds) {
   Status missing = store->get_trajectory(b + 10, &back);
   EXPECT_EQ(missing.code(), Status::Code::kNotFound);
   EXPECT_NE(missing.message().find("run r"), std::string::npos);
+  std::vector<nlohmann::json> listed;
+  ASSERT_TRUE(store->list_trajectories(0, &listed).ok());
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0]["id"], a);
+  EXPECT_EQ(listed[1]["task"]["id"], "u");
+  ASSERT_TRUE(store->list_trajectories(a, &listed).ok());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["id"], b);
 }
 
 TEST(Store, BaselinesCopyIntoAnotherStoreWithoutOverwriting) {
