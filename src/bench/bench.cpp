@@ -111,6 +111,7 @@ JobOutput LocalExecutor::run(int slot, const Job& job) {
   spec.term_grace_s = 30;  // an interrupted episode removes its evaluation's files first
   spec.stderr_path = job.log;
   spec.stdout_path = job.log.string() + ".json";
+  spec.cancel = job.cancel;
   JobOutput out;
   if (device_ == "cuda") {
     const std::string& gpu = gpus_[slot % gpus_.size()];
@@ -130,6 +131,7 @@ JobOutput LocalExecutor::run(int slot, const Job& job) {
   out.exit_code = r.exit_code;
   out.timed_out = r.timed_out;
   out.interrupted = r.interrupted;
+  out.cancelled = r.cancelled;
   out.wall_s = r.wall_s;
   (void)read_file(spec.stdout_path, &out.out);
   std::string err;

@@ -8,6 +8,7 @@
 /// actors, one per GPU, started by harness/ray_workers.py (RayExecutor).
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -50,6 +51,8 @@ struct Job {
   std::vector<std::string> argv;
   double timeout_s = 3600;
   std::filesystem::path log;  // where its stderr goes (the episode's progress lines)
+  /// Set to true to stop the job (SIGTERM, then its process group killed 30 s later); local only.
+  std::shared_ptr<std::atomic<bool>> cancel;
 };
 
 struct JobOutput {
@@ -57,6 +60,7 @@ struct JobOutput {
   int exit_code = -1;
   bool timed_out = false;
   bool interrupted = false;  // the bench was stopped: no verdict, the task runs again on resume
+  bool cancelled = false;    // stopped through Job::cancel
   double wall_s = 0;
   std::string out;     // what the episode printed on stdout (its JSON record)
   std::string error;   // why it could not run, or how it ended ("killed by signal 9")

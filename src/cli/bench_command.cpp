@@ -9,6 +9,9 @@
 
 #include "bench/bench.h"
 #include "cli/exit_status.h"
+#include "eval/result.h"
+#include "eval/reward.h"
+#include "rl/export.h"
 #include "report/metrics.h"
 #include "store/store.h"
 #include "task/suite.h"
@@ -20,25 +23,6 @@ namespace fs = std::filesystem;
 namespace cuda_agent {
 namespace {
 
-/// A suite by folder, or by name among the built-in and imported ones.
-Status find_suite(const std::string& which, Suite* suite) {
-  std::error_code ec;
-  if (fs::is_directory(which, ec)) return load_suite(which, suite);
-  std::vector<Suite> known;
-  Suite builtin;
-  if (load_suite(builtin_suite_dir(), &builtin).ok()) known.push_back(builtin);
-  for (Suite& s : find_suites(imported_suites_dir())) known.push_back(std::move(s));
-  std::string names;
-  for (Suite& s : known) {
-    if (s.name == which) {
-      *suite = std::move(s);
-      return Status::OK();
-    }
-    names += (names.empty() ? "" : ", ") + s.name;
-  }
-  return Status::NotFound("no suite " + which + ": give a folder of tasks, or one of: " + names);
-}
-
 Status open_store(const std::string& path, std::unique_ptr<Store>* store) {
   return Store::Open(path.empty() ? default_store_path() : fs::path(path), store);
 }
@@ -46,7 +30,7 @@ Status open_store(const std::string& path, std::unique_ptr<Store>* store) {
 }  // namespace
 
 struct BenchCommands::Args {
-  CLI::App *bench = nullptr, *report = nullptr, *compare = nullptr;
+  CLI::App *bench = nullptr, *rollout = nullptr, *report = nullptr, *compare = nullptr;
   // bench
   std::string suite;
   std::vector<std::string> filters;
@@ -61,6 +45,9 @@ struct BenchCommands::Args {
   std::string endpoint, model, api_key_env;
   int max_turns = 0;
   bool quiet = false;
+  // rollout
+  rl::RolloutOptions rollout_options;
+  std::string out;
   // report, compare
   std::string run_a, run_b;
   bool as_json = false;
@@ -70,52 +57,79 @@ BenchCommands::BenchCommands(CLI::App* app, const std::string& default_device)
     : args_(std::make_unique<Args>()) {
   Args& a = *args_;
   a.settings.device = default_device;
+  // bench and rollout run episodes alike; a rollout runs a group of them per task.
+  auto add_run_options = [&a](CLI::App* c) {
+    c->add_option("--suite", a.suite,
+                        "a folder of tasks, or a suite's name (builtin, or one tasks import wrote)");
+    c->add_option("--filter", a.filters,
+                        "only the tasks whose id matches one of these patterns (level1/*, *relu*)");
+    c->add_option("--policy", a.settings.policy,
+                  "synth or llm (rollout: llm unless given; synth gives a group the same episode)")
+        ->check(CLI::IsMember({"synth", "llm"}))
+        ->capture_default_str();
+    c->add_option("--resume", a.resume,
+                        "carry on bench run RUN (b3) where it stopped, with its recorded settings");
+    c->add_option("--gpus", a.gpus, "cuda: the GPUs to use, e.g. 0,1,2,3 (default 0)");
+    c
+        ->add_option("--jobs", a.jobs,
+                     "episodes at once (default: two per GPU, so one compiles while the other "
+                     "runs on the device; 2 on the CPU)")
+        ->check(CLI::Range(1, 1024));
+    c->add_option("--device", a.settings.device, "cpu or cuda")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    c
+        ->add_option("--shrink", a.settings.shrink,
+                     "divide each task's SCALABLE_SIZES constants by this")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    c->add_option("--tune", a.settings.tune, "synth: auto, always or off")
+        ->check(CLI::IsMember({"auto", "always", "off"}))
+        ->capture_default_str();
+    c
+        ->add_option("--task-timeout", a.settings.task_timeout_s,
+                     "seconds one task's episode may take, all its evaluations included")
+        ->check(CLI::Range(1.0, 1e7))
+        ->capture_default_str();
+    c->add_option("--endpoint", a.endpoint, "llm: the OpenAI-compatible server's base URL");
+    c->add_option("--model", a.model, "llm: the model name the server serves");
+    c->add_option("--api-key-env", a.api_key_env,
+                        "llm: the environment variable holding the API key");
+    c->add_option("--max-turns", a.max_turns, "llm: turns per episode");
+    c->add_option("--ray", a.ray,
+                        "run the episodes on Ray actors, one per GPU: a cluster's address, auto, "
+                        "or local (starts one on this machine)");
+    c->add_option("--ray-workers", a.ray_workers,
+                        "Ray actors (default: one per GPU of the cluster; 1 on the CPU)");
+    c->add_option("--work-dir", a.work_root,
+                        "where the episodes' workspaces go (default ~/.cache/cuda-agent/bench)");
+    c->add_flag("--quiet", a.quiet, "no progress, only the tables at the end");
+  };
   a.bench = app->add_subcommand("bench", "run every task of a suite through a policy (resumable)");
-  a.bench->add_option("--suite", a.suite,
-                      "a folder of tasks, or a suite's name (builtin, or one tasks import wrote)");
-  a.bench->add_option("--filter", a.filters,
-                      "only the tasks whose id matches one of these patterns (level1/*, *relu*)");
-  a.bench->add_option("--policy", a.settings.policy, "synth or llm")
-      ->check(CLI::IsMember({"synth", "llm"}))
-      ->capture_default_str();
-  a.bench->add_option("--resume", a.resume,
-                      "carry on bench run RUN (b3) where it stopped, with its recorded settings");
-  a.bench->add_option("--gpus", a.gpus, "cuda: the GPUs to use, e.g. 0,1,2,3 (default 0)");
-  a.bench
-      ->add_option("--jobs", a.jobs,
-                   "episodes at once (default: two per GPU, so one compiles while the other "
-                   "runs on the device; 2 on the CPU)")
-      ->check(CLI::Range(1, 1024));
-  a.bench->add_option("--device", a.settings.device, "cpu or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  a.bench
-      ->add_option("--shrink", a.settings.shrink,
-                   "divide each task's SCALABLE_SIZES constants by this")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  a.bench->add_option("--tune", a.settings.tune, "synth: auto, always or off")
-      ->check(CLI::IsMember({"auto", "always", "off"}))
-      ->capture_default_str();
-  a.bench
-      ->add_option("--task-timeout", a.settings.task_timeout_s,
-                   "seconds one task's episode may take, all its evaluations included")
-      ->check(CLI::Range(1.0, 1e7))
-      ->capture_default_str();
-  a.bench->add_option("--endpoint", a.endpoint, "llm: the OpenAI-compatible server's base URL");
-  a.bench->add_option("--model", a.model, "llm: the model name the server serves");
-  a.bench->add_option("--api-key-env", a.api_key_env,
-                      "llm: the environment variable holding the API key");
-  a.bench->add_option("--max-turns", a.max_turns, "llm: turns per episode");
-  a.bench->add_option("--ray", a.ray,
-                      "run the episodes on Ray actors, one per GPU: a cluster's address, auto, "
-                      "or local (starts one on this machine)");
-  a.bench->add_option("--ray-workers", a.ray_workers,
-                      "Ray actors (default: one per GPU of the cluster; 1 on the CPU)");
+  add_run_options(a.bench);
   a.bench->add_option("--html", a.html, "also write the HTML report here when the run ends");
-  a.bench->add_option("--work-dir", a.work_root,
-                      "where the episodes' workspaces go (default ~/.cache/cuda-agent/bench)");
-  a.bench->add_flag("--quiet", a.quiet, "no progress, only the tables at the end");
+
+  a.rollout = app->add_subcommand(
+      "rollout",
+      "RL rollouts: a group of episodes per task of a suite (resumable), each rewarded by the "
+      "evaluator, with group-normalised advantages and discounted returns, written for trainers");
+  add_run_options(a.rollout);
+  a.rollout->add_option("--group-size", a.settings.group_size, "episodes per task (GRPO's G)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  a.rollout->add_option("--recipe", a.rollout_options.recipe, "reward recipe: " + recipe_names())
+      ->capture_default_str();
+  a.rollout->add_option("--advantage", a.rollout_options.estimator,
+                        "grpo: (r - mean) / (std + 1e-6) within a task's group; grpo_mean: r - "
+                        "mean")
+      ->check(CLI::IsMember({"grpo", "grpo_mean"}))
+      ->capture_default_str();
+  a.rollout->add_option("--gamma", a.rollout_options.gamma,
+                        "discount of the returns per turn (the reward comes after the last)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  a.rollout->add_option("--out", a.out,
+                        "the rollouts file: .jsonl, or .parquet (default rollouts-bN.jsonl here)");
 
   a.report = app->add_subcommand("report", "print a bench run's figures; --html for the report");
   a.report->add_option("run", a.run_a, "the bench run (b3)")->required();
@@ -130,11 +144,13 @@ BenchCommands::BenchCommands(CLI::App* app, const std::string& default_device)
 BenchCommands::~BenchCommands() = default;
 
 bool BenchCommands::chosen() const {
-  return args_->bench->parsed() || args_->report->parsed() || args_->compare->parsed();
+  return args_->bench->parsed() || args_->rollout->parsed() || args_->report->parsed() ||
+         args_->compare->parsed();
 }
 
 int BenchCommands::run(const std::string& store_path) {
   if (args_->bench->parsed()) return bench(store_path);
+  if (args_->rollout->parsed()) return rollout(store_path);
   if (args_->report->parsed()) return report(store_path);
   return compare(store_path);
 }
@@ -153,35 +169,34 @@ Status write_html(const std::string& path, const std::string& name, const nlohma
 
 }  // namespace
 
-int BenchCommands::bench(const std::string& store_path) {
+Status BenchCommands::run_episodes(CLI::App* command, Store* store, bench::BenchSettings* settings_out,
+                                   bench::BenchSummary* summary) {
   Args& a = *args_;
-  std::unique_ptr<Store> store;
-  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
   bench::BenchRequest request;
   bench::BenchSettings& settings = request.settings;
   settings = a.settings;
   if (!a.resume.empty()) {
     std::optional<long long> id = bench::parse_bench_name(a.resume);
-    if (!id)
-      return fail(Status::InvalidArgument("--resume " + a.resume + ": bench runs are b1, b2, ..."));
+    if (!id) return Status::InvalidArgument("--resume " + a.resume + ": bench runs are b1, b2, ...");
     nlohmann::json record;
-    if (Status s = store->get_bench(*id, &record); !s.ok()) return fail(s);
+    if (Status s = store->get_bench(*id, &record); !s.ok()) return s;
     if (Status s = bench::BenchSettings::from_json(record["settings"], &settings); !s.ok())
-      return fail(s);
+      return s;
     for (const char* fixed :
          {"--suite", "--filter", "--policy", "--device", "--shrink", "--tune", "--task-timeout",
-          "--endpoint", "--model", "--api-key-env", "--max-turns"}) {
-      if (a.bench->count(fixed) > 0) {
-        return fail(Status::InvalidArgument(
-            std::string("--resume carries on with the run's own settings; leave out ") + fixed));
+          "--endpoint", "--model", "--api-key-env", "--max-turns", "--group-size"}) {
+      if (command->get_option_no_throw(fixed) && command->count(fixed) > 0) {
+        return Status::InvalidArgument(
+            std::string("--resume carries on with the run's own settings; leave out ") + fixed);
       }
     }
     request.resume = *id;
   } else {
     if (a.suite.empty())
-      return fail(Status::InvalidArgument("bench needs --suite (or --resume RUN)"));
+      return Status::InvalidArgument(command->get_name() + " needs --suite (or --resume RUN)");
+    if (command == a.rollout && command->count("--policy") == 0) settings.policy = "llm";
     Suite suite;
-    if (Status s = find_suite(a.suite, &suite); !s.ok()) return fail(s);
+    if (Status s = find_suite(a.suite, &suite); !s.ok()) return s;
     settings.suite = fs::absolute(suite.root);
     settings.suite_name = suite.name;
     for (const SuiteTask& t : suite.tasks) {
@@ -192,11 +207,11 @@ int BenchCommands::bench(const std::string& store_path) {
       if (keep) settings.tasks.push_back(t.id);
     }
     if (settings.tasks.empty()) {
-      return fail(Status::InvalidArgument("no task of suite " + suite.name + " matches --filter"));
+      return Status::InvalidArgument("no task of suite " + suite.name + " matches --filter");
     }
     if (settings.policy == "llm") {
       if (a.endpoint.empty() || a.model.empty())
-        return fail(Status::InvalidArgument("--policy llm needs --endpoint URL and --model NAME"));
+        return Status::InvalidArgument("--policy llm needs --endpoint URL and --model NAME");
       settings.policy_args = {"--endpoint", a.endpoint, "--model", a.model};
       if (!a.api_key_env.empty()) {
         settings.policy_args.insert(settings.policy_args.end(), {"--api-key-env", a.api_key_env});
@@ -228,9 +243,9 @@ int BenchCommands::bench(const std::string& store_path) {
     o.workers = a.ray_workers;
     o.concurrency = a.jobs > 0 ? a.jobs : 2;
     o.log = bench_dir / "ray-workers.log";
-    if (!a.quiet) std::cerr << "bench: starting Ray workers (" << a.ray << ")\n";
+    if (!a.quiet) std::cerr << command->get_name() << ": starting Ray workers (" << a.ray << ")\n";
     std::unique_ptr<bench::RayExecutor> ray;
-    if (Status s = bench::RayExecutor::Start(o, &ray); !s.ok()) return fail(s);
+    if (Status s = bench::RayExecutor::Start(o, &ray); !s.ok()) return s;
     executor = std::move(ray);
   } else {
     executor = std::make_unique<bench::LocalExecutor>(settings.device, gpus, jobs,
@@ -250,17 +265,29 @@ int BenchCommands::bench(const std::string& store_path) {
       }
     };
   }
-  bench::BenchSummary summary;
-  Status ran = bench::run_bench(request, store.get(), executor.get(), &summary);
+  Status ran = bench::run_bench(request, store, executor.get(), summary);
   executor.reset();  // Ray's actors stop here
   if (request.tty) std::cerr << "\n";
-  if (!ran.ok()) return fail(ran);
-  const std::string name = bench::bench_name(summary.id);
-  if (summary.pending > 0) {
-    std::cerr << "bench " << name << " interrupted with " << summary.pending
-              << " task(s) left; carry on with: cuda-agent bench --resume " << name << "\n";
-    return kExitError;
+  if (!ran.ok()) return ran;
+  *settings_out = settings;
+  if (summary->pending > 0) {
+    const std::string name = bench::bench_name(summary->id);
+    return Status::Internal(command->get_name() + " " + name + " interrupted with " +
+                           std::to_string(summary->pending) +
+                           " episode(s) left; carry on with: cuda-agent " + command->get_name() +
+                           " --resume " + name);
   }
+  return Status::OK();
+}
+
+int BenchCommands::bench(const std::string& store_path) {
+  Args& a = *args_;
+  std::unique_ptr<Store> store;
+  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
+  bench::BenchSettings settings;
+  bench::BenchSummary summary;
+  if (Status s = run_episodes(a.bench, store.get(), &settings, &summary); !s.ok()) return fail(s);
+  const std::string name = bench::bench_name(summary.id);
   std::cout << "bench " << name << ": " << settings.suite_name << " (" << settings.tasks.size()
             << " tasks) with " << settings.policy << " on " << settings.device << "\n\n"
             << report::format_metrics(report::compute_metrics(summary.results)) << "\n"
@@ -270,6 +297,38 @@ int BenchCommands::bench(const std::string& store_path) {
       return fail(s);
     std::cout << "report: " << a.html << "\n";
   }
+  return kExitPass;
+}
+
+int BenchCommands::rollout(const std::string& store_path) {
+  Args& a = *args_;
+  // Refused before any episode runs.
+  double probe = 0;
+  if (Status s = recipe_value(a.rollout_options.recipe, EvalResult{}, &probe); !s.ok())
+    return fail(s);
+  std::unique_ptr<Store> store;
+  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
+  bench::BenchSettings settings;
+  bench::BenchSummary summary;
+  if (Status s = run_episodes(a.rollout, store.get(), &settings, &summary); !s.ok()) return fail(s);
+  const std::string name = bench::bench_name(summary.id);
+  std::vector<nlohmann::json> records;
+  std::vector<rl::Dropped> dropped;
+  if (Status s = rl::build_rollouts(store.get(), summary.results, a.rollout_options, &records,
+                                    &dropped);
+      !s.ok())
+    return fail(s);
+  const fs::path out = a.out.empty() ? fs::path("rollouts-" + name + ".jsonl") : fs::path(a.out);
+  if (Status s = rl::write_records(records, out, "python3", harness_dir() / "rl_parquet.py");
+      !s.ok())
+    return fail(s);
+  std::cout << "rollout " << name << ": " << settings.suite_name << " (" << settings.tasks.size()
+            << " tasks, " << settings.group_size << " episodes each) with " << settings.policy
+            << " on " << settings.device << "\n\n"
+            << report::format_metrics(report::compute_metrics(summary.results)) << "\n"
+            << rl::format_rollout_summary(records, dropped, a.rollout_options)
+            << "throughput: " << bench::format_throughput(summary.record) << "\n"
+            << "rollouts: " << out.string() << " (" << records.size() << " episodes)\n";
   return kExitPass;
 }
 

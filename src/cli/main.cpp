@@ -9,6 +9,7 @@
 #include "cli/bench_command.h"
 #include "cli/exit_status.h"
 #include "cli/optimize_command.h"
+#include "cli/rl_commands.h"
 #include "cli/tasks_command.h"
 #include "eval/evaluator.h"
 #include "eval/reward.h"
@@ -152,6 +153,9 @@ int run(int argc, char** argv) {
                    "build cache: objects, libraries and the harness's Python bytecode (default "
                    "~/.cache/cuda-agent/build)");
   eval->add_option("--jobs", options.compile.jobs, "parallel compiles (default: one per core)");
+  eval->add_option("--device-lock", options.device_lock,
+                   "hold this lock file while verifying and timing on the device, so that "
+                   "processes sharing a GPU take turns (bench and serve set one per GPU)");
   eval->add_flag("--keep-run-dir", options.keep_run_dir,
                  "keep the private run folder (logs, inputs)");
 
@@ -168,12 +172,14 @@ int run(int argc, char** argv) {
   TasksCommand tasks(&app, default_device());
   OptimizeCommand optimize(&app, default_device());
   BenchCommands benches(&app, default_device());
+  RlCommands rl(&app, default_device());
 
   CLI11_PARSE(app, argc, argv);
   install_interrupt_handlers();
   if (tasks.chosen()) return tasks.run();
   if (optimize.chosen()) return optimize.run(store_path);
   if (benches.chosen()) return benches.run(store_path);
+  if (rl.chosen()) return rl.run(store_path);
 
   std::unique_ptr<Store> store;
   if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);

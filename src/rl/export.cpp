@@ -1,6 +1,7 @@
 #include "rl/export.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -130,6 +131,31 @@ Status build_rollouts(Store* store, const std::vector<report::TaskResult>& resul
     }
   }
   return Status::OK();
+}
+
+std::string format_rollout_summary(const std::vector<json>& records,
+                                   const std::vector<Dropped>& dropped,
+                                   const RolloutOptions& options) {
+  std::map<std::string, std::set<double>> rewards;
+  double sum = 0;
+  for (const json& r : records) {
+    rewards[r.value("task", "")].insert(r.value("reward", 0.0));
+    sum += r.value("reward", 0.0);
+  }
+  int flat = 0;
+  for (const auto& [task, distinct] : rewards) flat += distinct.size() == 1 ? 1 : 0;
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "rollouts: %zu episodes in %zu groups; mean reward %.3f (%s); advantages %s; "
+                "%d group(s) scored alike (no signal); returns with gamma %.3g\n",
+                records.size(), rewards.size(), records.empty() ? 0.0 : sum / records.size(),
+                options.recipe.c_str(), options.estimator.c_str(), flat, options.gamma);
+  std::string out = text;
+  if (!dropped.empty()) {
+    out += "left out (" + std::to_string(dropped.size()) + "):\n";
+    for (const Dropped& d : dropped) out += "  " + d.key + ": " + d.why + "\n";
+  }
+  return out;
 }
 
 std::vector<json> select_warmup(const std::vector<json>& trajectories,

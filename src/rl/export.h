@@ -61,6 +61,12 @@ Status build_rollouts(Store* store, const std::vector<report::TaskResult>& resul
                       const RolloutOptions& options, std::vector<nlohmann::json>* records,
                       std::vector<Dropped>* dropped);
 
+/// A few lines on rollouts: episodes and groups, the mean reward, the groups whose episodes all
+/// scored alike (they carry no GRPO signal), and each episode left out.
+std::string format_rollout_summary(const std::vector<nlohmann::json>& records,
+                                   const std::vector<Dropped>& dropped,
+                                   const RolloutOptions& options);
+
 struct WarmupOptions {
   std::string recipe = "discrete";
   double min_reward = 2;  // keep an episode whose reward is at least this

@@ -97,4 +97,22 @@ fs::path builtin_suite_dir() { return install_root() / "tasks"; }
 
 fs::path imported_suites_dir() { return default_cache_dir() / "suites"; }
 
+Status find_suite(const std::string& which, Suite* suite) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(which, ec)) return load_suite(which, suite);
+  std::vector<Suite> known;
+  Suite builtin;
+  if (load_suite(builtin_suite_dir(), &builtin).ok()) known.push_back(builtin);
+  for (Suite& s : find_suites(imported_suites_dir())) known.push_back(std::move(s));
+  std::string names;
+  for (Suite& s : known) {
+    if (s.name == which) {
+      *suite = std::move(s);
+      return Status::OK();
+    }
+    names += (names.empty() ? "" : ", ") + s.name;
+  }
+  return Status::NotFound("no suite " + which + ": give a folder of tasks, or one of: " + names);
+}
+
 }  // namespace cuda_agent

@@ -41,4 +41,7 @@ std::filesystem::path builtin_suite_dir();
 /// Where `tasks import` writes suites unless told otherwise: <cache dir>/suites.
 std::filesystem::path imported_suites_dir();
 
+/// A suite by folder, or by name among the built-in and imported ones; NotFound lists the names.
+Status find_suite(const std::string& which, Suite* suite);
+
 }  // namespace cuda_agent
