@@ -14,9 +14,11 @@ missing=()
 command -v g++ >/dev/null || missing+=(g++)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v ninja >/dev/null || missing+=(ninja-build)
+command -v pkg-config >/dev/null || missing+=(pkgconf)
 command -v python3 >/dev/null || missing+=(python3 python3-pip)
-# chromium-headless-shell: the test that draws the HTML report in a browser.
-for pkg in nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libgtest-dev libgmock-dev chromium-headless-shell; do
+# chromium-headless-shell: the test that draws the HTML report in a browser; libcpp-httplib-dev:
+# the HTTP server of `cuda-agent serve`.
+for pkg in nlohmann-json3-dev libcli11-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libcpp-httplib-dev chromium-headless-shell; do
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -40,6 +42,7 @@ python3 -c 'import pytest' 2>/dev/null || want+=(pytest)
 python3 -c 'import pyarrow' 2>/dev/null || want+=(pyarrow)  # Parquet datasets (tasks import)
 python3 -c 'import jsonschema' 2>/dev/null || want+=(jsonschema)  # the agent's request schema test
 python3 -c 'import ray' 2>/dev/null || want+=(ray)  # bench --ray: evaluation workers as Ray actors
+python3 -c 'import datasets' 2>/dev/null || want+=(datasets)  # the RL exports' loader test
 if [ ${#want[@]} -gt 0 ]; then
   echo "setup: installing Python packages: ${want[*]}"
   python3 -m pip install -q "${pip_args[@]}" "${want[@]}"

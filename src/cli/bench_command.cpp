@@ -11,8 +11,8 @@
 #include "cli/exit_status.h"
 #include "eval/result.h"
 #include "eval/reward.h"
-#include "rl/export.h"
 #include "report/metrics.h"
+#include "rl/export.h"
 #include "store/store.h"
 #include "task/suite.h"
 #include "util/files.h"
@@ -60,49 +60,46 @@ BenchCommands::BenchCommands(CLI::App* app, const std::string& default_device)
   // bench and rollout run episodes alike; a rollout runs a group of them per task.
   auto add_run_options = [&a](CLI::App* c) {
     c->add_option("--suite", a.suite,
-                        "a folder of tasks, or a suite's name (builtin, or one tasks import wrote)");
+                  "a folder of tasks, or a suite's name (builtin, or one tasks import wrote)");
     c->add_option("--filter", a.filters,
-                        "only the tasks whose id matches one of these patterns (level1/*, *relu*)");
+                  "only the tasks whose id matches one of these patterns (level1/*, *relu*)");
     c->add_option("--policy", a.settings.policy,
                   "synth or llm (rollout: llm unless given; synth gives a group the same episode)")
         ->check(CLI::IsMember({"synth", "llm"}))
         ->capture_default_str();
     c->add_option("--resume", a.resume,
-                        "carry on bench run RUN (b3) where it stopped, with its recorded settings");
+                  "carry on bench run RUN (b3) where it stopped, with its recorded settings");
     c->add_option("--gpus", a.gpus, "cuda: the GPUs to use, e.g. 0,1,2,3 (default 0)");
-    c
-        ->add_option("--jobs", a.jobs,
-                     "episodes at once (default: two per GPU, so one compiles while the other "
-                     "runs on the device; 2 on the CPU)")
+    c->add_option("--jobs", a.jobs,
+                  "episodes at once (default: two per GPU, so one compiles while the other "
+                  "runs on the device; 2 on the CPU)")
         ->check(CLI::Range(1, 1024));
     c->add_option("--device", a.settings.device, "cpu or cuda")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
-    c
-        ->add_option("--shrink", a.settings.shrink,
-                     "divide each task's SCALABLE_SIZES constants by this")
+    c->add_option("--shrink", a.settings.shrink,
+                  "divide each task's SCALABLE_SIZES constants by this")
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     c->add_option("--tune", a.settings.tune, "synth: auto, always or off")
         ->check(CLI::IsMember({"auto", "always", "off"}))
         ->capture_default_str();
-    c
-        ->add_option("--task-timeout", a.settings.task_timeout_s,
-                     "seconds one task's episode may take, all its evaluations included")
+    c->add_option("--task-timeout", a.settings.task_timeout_s,
+                  "seconds one task's episode may take, all its evaluations included")
         ->check(CLI::Range(1.0, 1e7))
         ->capture_default_str();
     c->add_option("--endpoint", a.endpoint, "llm: the OpenAI-compatible server's base URL");
     c->add_option("--model", a.model, "llm: the model name the server serves");
     c->add_option("--api-key-env", a.api_key_env,
-                        "llm: the environment variable holding the API key");
+                  "llm: the environment variable holding the API key");
     c->add_option("--max-turns", a.max_turns, "llm: turns per episode");
     c->add_option("--ray", a.ray,
-                        "run the episodes on Ray actors, one per GPU: a cluster's address, auto, "
-                        "or local (starts one on this machine)");
+                  "run the episodes on Ray actors, one per GPU: a cluster's address, auto, "
+                  "or local (starts one on this machine)");
     c->add_option("--ray-workers", a.ray_workers,
-                        "Ray actors (default: one per GPU of the cluster; 1 on the CPU)");
+                  "Ray actors (default: one per GPU of the cluster; 1 on the CPU)");
     c->add_option("--work-dir", a.work_root,
-                        "where the episodes' workspaces go (default ~/.cache/cuda-agent/bench)");
+                  "where the episodes' workspaces go (default ~/.cache/cuda-agent/bench)");
     c->add_flag("--quiet", a.quiet, "no progress, only the tables at the end");
   };
   a.bench = app->add_subcommand("bench", "run every task of a suite through a policy (resumable)");
@@ -119,13 +116,15 @@ BenchCommands::BenchCommands(CLI::App* app, const std::string& default_device)
       ->capture_default_str();
   a.rollout->add_option("--recipe", a.rollout_options.recipe, "reward recipe: " + recipe_names())
       ->capture_default_str();
-  a.rollout->add_option("--advantage", a.rollout_options.estimator,
-                        "grpo: (r - mean) / (std + 1e-6) within a task's group; grpo_mean: r - "
-                        "mean")
+  a.rollout
+      ->add_option("--advantage", a.rollout_options.estimator,
+                   "grpo: (r - mean) / (std + 1e-6) within a task's group; grpo_mean: r - "
+                   "mean")
       ->check(CLI::IsMember({"grpo", "grpo_mean"}))
       ->capture_default_str();
-  a.rollout->add_option("--gamma", a.rollout_options.gamma,
-                        "discount of the returns per turn (the reward comes after the last)")
+  a.rollout
+      ->add_option("--gamma", a.rollout_options.gamma,
+                   "discount of the returns per turn (the reward comes after the last)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   a.rollout->add_option("--out", a.out,
@@ -169,7 +168,8 @@ Status write_html(const std::string& path, const std::string& name, const nlohma
 
 }  // namespace
 
-Status BenchCommands::run_episodes(CLI::App* command, Store* store, bench::BenchSettings* settings_out,
+Status BenchCommands::run_episodes(CLI::App* command, Store* store,
+                                   bench::BenchSettings* settings_out,
                                    bench::BenchSummary* summary) {
   Args& a = *args_;
   bench::BenchRequest request;
@@ -177,7 +177,8 @@ Status BenchCommands::run_episodes(CLI::App* command, Store* store, bench::Bench
   settings = a.settings;
   if (!a.resume.empty()) {
     std::optional<long long> id = bench::parse_bench_name(a.resume);
-    if (!id) return Status::InvalidArgument("--resume " + a.resume + ": bench runs are b1, b2, ...");
+    if (!id)
+      return Status::InvalidArgument("--resume " + a.resume + ": bench runs are b1, b2, ...");
     nlohmann::json record;
     if (Status s = store->get_bench(*id, &record); !s.ok()) return s;
     if (Status s = bench::BenchSettings::from_json(record["settings"], &settings); !s.ok())
@@ -272,10 +273,9 @@ Status BenchCommands::run_episodes(CLI::App* command, Store* store, bench::Bench
   *settings_out = settings;
   if (summary->pending > 0) {
     const std::string name = bench::bench_name(summary->id);
-    return Status::Internal(command->get_name() + " " + name + " interrupted with " +
-                           std::to_string(summary->pending) +
-                           " episode(s) left; carry on with: cuda-agent " + command->get_name() +
-                           " --resume " + name);
+    return Status::Internal(
+        command->get_name() + " " + name + " interrupted with " + std::to_string(summary->pending) +
+        " episode(s) left; carry on with: cuda-agent " + command->get_name() + " --resume " + name);
   }
   return Status::OK();
 }
@@ -314,8 +314,8 @@ int BenchCommands::rollout(const std::string& store_path) {
   const std::string name = bench::bench_name(summary.id);
   std::vector<nlohmann::json> records;
   std::vector<rl::Dropped> dropped;
-  if (Status s = rl::build_rollouts(store.get(), summary.results, a.rollout_options, &records,
-                                    &dropped);
+  if (Status s =
+          rl::build_rollouts(store.get(), summary.results, a.rollout_options, &records, &dropped);
       !s.ok())
     return fail(s);
   const fs::path out = a.out.empty() ? fs::path("rollouts-" + name + ".jsonl") : fs::path(a.out);

@@ -1,7 +1,8 @@
 /// `cuda-agent bench`: every task of a suite through a policy, resumable, with the paper's
 /// figures at the end; `cuda-agent rollout`: the same with a group of episodes per task, written
-/// out with their rewards, advantages and returns for an RL trainer; `cuda-agent report RUN [--html FILE]`: a run's tables, and a report with
-/// plots; `cuda-agent compare RUN_A RUN_B`: two runs task by task and in aggregate.
+/// out with their rewards, advantages and returns for an RL trainer; `cuda-agent report RUN [--html
+/// FILE]`: a run's tables, and a report with plots; `cuda-agent compare RUN_A RUN_B`: two runs task
+/// by task and in aggregate.
 #pragma once
 
 #include <CLI/CLI.hpp>

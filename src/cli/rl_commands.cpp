@@ -66,7 +66,8 @@ RlCommands::RlCommands(CLI::App* app, const std::string& default_device)
   a.exports->add_option("--recipe", a.rollout.recipe, "reward recipe: " + recipe_names())
       ->capture_default_str();
   a.exports
-      ->add_option("--advantage", a.rollout.estimator, "rollouts: grpo or grpo_mean (rl/advantage.h)")
+      ->add_option("--advantage", a.rollout.estimator,
+                   "rollouts: grpo or grpo_mean (rl/advantage.h)")
       ->check(CLI::IsMember({"grpo", "grpo_mean"}))
       ->capture_default_str();
   a.exports->add_option("--gamma", a.rollout.gamma, "rollouts: discount of the returns per turn")
@@ -190,20 +191,22 @@ int RlCommands::export_data(const std::string& store_path) {
     const std::string system = agent::system_prompt(skill, a.device);
     for (const SuiteTask& t : suite.tasks) {
       bool keep = a.filters.empty();
-      for (const std::string& f : a.filters) keep = keep || fnmatch(f.c_str(), t.id.c_str(), 0) == 0;
+      for (const std::string& f : a.filters)
+        keep = keep || fnmatch(f.c_str(), t.id.c_str(), 0) == 0;
       if (!keep) continue;
       Task task;
       if (Status s = load_task(t.path, &task); !s.ok()) return fail(s);
-      records.push_back(rl::prompt_record(t.id, system, agent::task_message(task, a.device, a.shrink),
-                                          a.device, a.shrink, static_cast<int>(records.size())));
+      records.push_back(rl::prompt_record(t.id, system,
+                                          agent::task_message(task, a.device, a.shrink), a.device,
+                                          a.shrink, static_cast<int>(records.size())));
     }
     if (records.empty()) {
       return fail(Status::InvalidArgument("no task of suite " + suite.name + " matches --filter"));
     }
     if (Status s = rl::write_records(records, a.out, "python3", parquet_writer); !s.ok())
       return fail(s);
-    std::cout << "prompts: " << records.size() << " tasks of " << suite.name << " for "
-              << a.device << " -> " << a.out << "\n";
+    std::cout << "prompts: " << records.size() << " tasks of " << suite.name << " for " << a.device
+              << " -> " << a.out << "\n";
     return kExitPass;
   }
   std::unique_ptr<Store> store;
@@ -217,13 +220,11 @@ int RlCommands::export_data(const std::string& store_path) {
     if (Status s = bench::load_bench(store.get(), a.runs[0], &record, &results); !s.ok())
       return fail(s);
     std::vector<rl::Dropped> dropped;
-    if (Status s = rl::build_rollouts(store.get(), results, a.rollout, &records, &dropped);
-        !s.ok())
+    if (Status s = rl::build_rollouts(store.get(), results, a.rollout, &records, &dropped); !s.ok())
       return fail(s);
     if (Status s = rl::write_records(records, a.out, "python3", parquet_writer); !s.ok())
       return fail(s);
-    std::cout << rl::format_rollout_summary(records, dropped, a.rollout) << "-> " << a.out
-              << "\n";
+    std::cout << rl::format_rollout_summary(records, dropped, a.rollout) << "-> " << a.out << "\n";
     return kExitPass;
   }
   std::vector<nlohmann::json> trajectories;
@@ -238,8 +239,8 @@ int RlCommands::export_data(const std::string& store_path) {
   std::cout << "warmup: " << counts.kept << " of " << counts.considered << " episodes kept ("
             << counts.no_verdict << " without verdict, " << counts.below << " below reward "
             << a.warmup.min_reward << " (" << a.warmup.recipe << "), " << counts.duplicates
-            << " duplicates, " << counts.over_cap << " over " << a.warmup.per_task
-            << " a task) -> " << a.out << "\n";
+            << " duplicates, " << counts.over_cap << " over " << a.warmup.per_task << " a task) -> "
+            << a.out << "\n";
   return kExitPass;
 }
 
@@ -267,8 +268,8 @@ int RlCommands::serve(const std::string& store_path) {
   if (Status s = service.start(); !s.ok()) return fail(s);
   const int slots = (o.device == "cuda" ? static_cast<int>(o.gpus.size()) : 1) * o.jobs_per_device;
   std::cerr << "serve: " << suite.name << " (" << suite.tasks.size() << " tasks) on http://"
-            << o.host << ":" << service.port() << " with " << slots << " slot(s) on "
-            << o.device << "; store " << o.store.string() << "\n";
+            << o.host << ":" << service.port() << " with " << slots << " slot(s) on " << o.device
+            << "; store " << o.store.string() << "\n";
   if (o.host != "127.0.0.1" && o.host != "localhost" && o.host != "::1") {
     std::cerr << "serve: listening beyond loopback: whoever reaches " << o.host
               << " can have candidates run on this machine\n";

@@ -79,7 +79,7 @@ struct EvalResult {
   std::optional<int> reward;  // set when the whole pipeline ran (stage "all") or it failed
   std::string reward_recipe;
   std::optional<double> reward_value;  // reward_recipe's value (eval/reward.h), when reward is set
-  std::optional<double> log_speedup;  // continuous recipe: ln(compile_us / candidate_us)
+  std::optional<double> log_speedup;   // continuous recipe: ln(compile_us / candidate_us)
 
   StageReport compile, verify, profile;
   nlohmann::json settings = nlohmann::json::object();

@@ -61,8 +61,8 @@ Status recipe_value(const std::string& recipe, const EvalResult& r, double* valu
   } else if (recipe == "milestone") {
     *value = milestone_reward(r);
   } else {
-    return Status::InvalidArgument("unknown reward recipe '" + recipe + "' (known: " +
-                                   recipe_names() + ")");
+    return Status::InvalidArgument("unknown reward recipe '" + recipe +
+                                   "' (known: " + recipe_names() + ")");
   }
   return Status::OK();
 }

@@ -69,9 +69,9 @@ double value_of(const std::string& recipe, EvalResult r) {
 }
 
 TEST(MilestoneReward, GivesPartialCreditBelowAndAboveTheDiscreteSteps) {
-  EXPECT_DOUBLE_EQ(value_of("milestone", timed(100, 100, 200)), 1);   // correct, slower
-  EXPECT_DOUBLE_EQ(value_of("milestone", timed(100, 80, 90)), 2);     // beats eager only
-  EXPECT_DOUBLE_EQ(value_of("milestone", timed(100, 100, 90)), 3);    // 1.11x over both
+  EXPECT_DOUBLE_EQ(value_of("milestone", timed(100, 100, 200)), 1);    // correct, slower
+  EXPECT_DOUBLE_EQ(value_of("milestone", timed(100, 80, 90)), 2);      // beats eager only
+  EXPECT_DOUBLE_EQ(value_of("milestone", timed(100, 100, 90)), 3);     // 1.11x over both
   EXPECT_DOUBLE_EQ(value_of("milestone", timed(150, 150, 100)), 3.5);  // 1.5x over compile
   EXPECT_DOUBLE_EQ(value_of("milestone", timed(300, 300, 100)), 4);    // 3x: capped at 2x's
   EvalResult wrong = timed(100, 100, 50);

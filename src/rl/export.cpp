@@ -35,9 +35,7 @@ std::string behaviour_key(const json& trajectory) {
   return sha256_hex(trajectory.value("task", json::object()).value("id", "") + "\n" + said.dump());
 }
 
-std::string run_key(const json& trajectory) {
-  return "r" + std::to_string(trajectory.value("id", 0LL));
-}
+std::string run_key(const json& trajectory) { return agent::run_name(trajectory.value("id", 0LL)); }
 
 }  // namespace
 
@@ -85,8 +83,8 @@ Status build_rollouts(Store* store, const std::vector<report::TaskResult>& resul
     for (const report::TaskResult* r : members) {
       const std::optional<long long> run = agent::parse_run_name(r->run);
       if (!run) {
-        dropped->push_back({r->key(), "no trajectory: " + (r->reason.empty() ? r->outcome
-                                                                             : r->reason)});
+        dropped->push_back(
+            {r->key(), "no trajectory: " + (r->reason.empty() ? r->outcome : r->reason)});
         continue;
       }
       json trajectory;
@@ -158,8 +156,8 @@ std::string format_rollout_summary(const std::vector<json>& records,
   return out;
 }
 
-std::vector<json> select_warmup(const std::vector<json>& trajectories,
-                                const WarmupOptions& options, WarmupCounts* counts) {
+std::vector<json> select_warmup(const std::vector<json>& trajectories, const WarmupOptions& options,
+                                WarmupCounts* counts) {
   *counts = WarmupCounts{};
   struct Kept {
     double reward;
@@ -218,8 +216,8 @@ json prompt_record(const std::string& task_id, const std::string& system, const 
                                   {{"role", "user"}, {"content", user}}})},
           {"ability", "cuda-kernels"},
           {"reward_model", {{"style", "rule"}, {"ground_truth", task_id}}},
-          {"extra_info", {{"task", task_id}, {"device", device}, {"shrink", shrink},
-                          {"index", index}}}};
+          {"extra_info",
+           {{"task", task_id}, {"device", device}, {"shrink", shrink}, {"index", index}}}};
 }
 
 Status write_records(const std::vector<json>& records, const std::filesystem::path& path,

@@ -29,25 +29,35 @@ json final_of(Outcome outcome, double over_eager = 1, double over_compile = 1) {
   return e.to_json();
 }
 
+/// "c<t>" (built so, as GCC 12 warns falsely of "c" + a number's text).
+std::string call_id(int t) {
+  std::string id = std::to_string(t);
+  id.insert(id.begin(), 'c');
+  return id;
+}
+
 /// A trajectory of task whose assistant says what, over turns assistant turns.
 json trajectory(const std::string& task, const std::string& what, int turns, json final) {
   json messages = json::array({{{"role", "system"}, {"content", "sys"}},
                                {{"role", "user"}, {"content", "make " + task + " fast"}}});
   for (int t = 0; t < turns; ++t) {
-    messages.push_back({{"role", "assistant"},
-                        {"content", what},
-                        {"tool_calls", json::array({{{"id", "c" + std::to_string(t)},
-                                                     {"type", "function"},
-                                                     {"function",
-                                                      {{"name", "Write"},
-                                                       {"arguments", "{\"file_path\": \"x\"}"}}}}})}});
-    messages.push_back({{"role", "tool"}, {"tool_call_id", "c" + std::to_string(t)},
-                        {"content", "ok"}});
+    messages.push_back(
+        {{"role", "assistant"},
+         {"content", what},
+         {"tool_calls",
+          json::array(
+              {{{"id", call_id(t)},
+                {"type", "function"},
+                {"function", {{"name", "Write"}, {"arguments", "{\"file_path\": \"x\"}"}}}}})}});
+    messages.push_back({{"role", "tool"}, {"tool_call_id", call_id(t)}, {"content", "ok"}});
   }
   messages.push_back({{"role", "assistant"}, {"content", "done"}});
-  return {{"schema", "cuda-agent.trajectory.v1"}, {"policy", "llm"},
-          {"model", "m"},                          {"task", {{"id", task}}},
-          {"tools", json::array({"Write", "Bash"})}, {"messages", messages},
+  return {{"schema", "cuda-agent.trajectory.v1"},
+          {"policy", "llm"},
+          {"model", "m"},
+          {"task", {{"id", task}}},
+          {"tools", json::array({"Write", "Bash"})},
+          {"messages", messages},
           {"final", std::move(final)}};
 }
 
@@ -81,7 +91,7 @@ TEST(Rollouts, EachEpisodeCarriesItsRewardAdvantageWithinItsTaskAndReturnsPerTur
   }
   std::vector<report::TaskResult> results = {
       result_for("t/a", 2, ids[2]), result_for("t/a", 0, ids[0]), result_for("t/a", 1, ids[1]),
-      result_for("t/b", 0, ids[3]), result_for("t/b", 1, 0),       result_for("t/b", 2, ids[4])};
+      result_for("t/b", 0, ids[3]), result_for("t/b", 1, 0),      result_for("t/b", 2, ids[4])};
   results[4].outcome = "error";
   results[4].reason = "the endpoint refused";
   RolloutOptions options;
@@ -136,12 +146,12 @@ TEST(Rollouts, EachEpisodeCarriesItsRewardAdvantageWithinItsTaskAndReturnsPerTur
 
 TEST(Warmup, RejectionSamplingKeepsTheBestDistinctEpisodesOfEachTaskUpToTheCap) {
   std::vector<json> ts = {
-      trajectory("t/a", "one", 1, final_of(Outcome::kPass, 2, 2)),    // 3
-      trajectory("t/a", "one", 1, final_of(Outcome::kPass, 2, 2)),    // 3, the same turns
-      trajectory("t/a", "two", 1, final_of(Outcome::kPass, 2, 1)),    // 2
-      trajectory("t/a", "three", 1, final_of(Outcome::kPass, 3, 3)),  // 3
+      trajectory("t/a", "one", 1, final_of(Outcome::kPass, 2, 2)),     // 3
+      trajectory("t/a", "one", 1, final_of(Outcome::kPass, 2, 2)),     // 3, the same turns
+      trajectory("t/a", "two", 1, final_of(Outcome::kPass, 2, 1)),     // 2
+      trajectory("t/a", "three", 1, final_of(Outcome::kPass, 3, 3)),   // 3
       trajectory("t/a", "four", 1, final_of(Outcome::kPass, 0.5, 1)),  // 1: below
-      trajectory("t/b", "one", 1, final_of(Outcome::kPass, 2, 1)),    // 2, another task
+      trajectory("t/b", "one", 1, final_of(Outcome::kPass, 2, 1)),     // 2, another task
       trajectory("t/b", "bad", 1, final_of(Outcome::kViolation)),      // -1
       trajectory("t/c", "cut", 1, json()),                             // no verdict
   };

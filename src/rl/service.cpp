@@ -119,8 +119,7 @@ Status parse_work_request(const std::string& kind, const std::string& body,
     return Status::InvalidArgument("\"endpoint\" must be an http:// or https:// URL");
   }
   const json turns = j.value("max_turns", json(0));
-  if (!turns.is_number_integer() || turns.get<long long>() < 0 ||
-      turns.get<long long>() > 10000) {
+  if (!turns.is_number_integer() || turns.get<long long>() < 0 || turns.get<long long>() > 10000) {
     return Status::InvalidArgument("\"max_turns\" must be an integer from 1 to 10000");
   }
   r->max_turns = turns.get<int>();
@@ -149,9 +148,9 @@ std::vector<std::string> work_argv(const WorkRequest& r, const ServiceOptions& o
     for (const auto& [path, text] : r.files) kernels = kernels || path != "model_new.py";
     if (kernels) argv.insert(argv.end(), {"--kernels", (dir / "candidate" / "kernels").string()});
   } else {
-    argv.insert(argv.end(), {"optimize", r.task_path.string(), "--policy", "llm", "--endpoint",
-                             r.endpoint, "--model", r.model, "--workspace",
-                             (dir / "workspace").string()});
+    argv.insert(argv.end(),
+                {"optimize", r.task_path.string(), "--policy", "llm", "--endpoint", r.endpoint,
+                 "--model", r.model, "--workspace", (dir / "workspace").string()});
     if (r.max_turns > 0) argv.insert(argv.end(), {"--max-turns", std::to_string(r.max_turns)});
     if (r.temperature) {
       char t[32];
@@ -160,8 +159,7 @@ std::vector<std::string> work_argv(const WorkRequest& r, const ServiceOptions& o
     }
     if (!r.api_key_env.empty()) argv.insert(argv.end(), {"--api-key-env", r.api_key_env});
   }
-  argv.insert(argv.end(),
-              {"--json", "--device", o.device, "--shrink", std::to_string(r.shrink)});
+  argv.insert(argv.end(), {"--json", "--device", o.device, "--shrink", std::to_string(r.shrink)});
   return argv;
 }
 
@@ -319,8 +317,7 @@ struct Service::Impl {
       bench::Job job;
       job.task = w->request.task;
       job.argv = work_argv(w->request, options, w->dir);
-      job.timeout_s =
-          kind == "evaluate" ? options.evaluate_timeout_s : options.rollout_timeout_s;
+      job.timeout_s = kind == "evaluate" ? options.evaluate_timeout_s : options.rollout_timeout_s;
       job.log = w->dir / "work.log";
       job.cancel = w->cancel;
       out = executor->run(slot, job);
@@ -354,8 +351,7 @@ struct Service::Impl {
     finish(*w, std::move(body));
   }
 
-  void handle_work(const std::string& kind, const httplib::Request& req,
-                   httplib::Response& res) {
+  void handle_work(const std::string& kind, const httplib::Request& req, httplib::Response& res) {
     const std::string endpoint = "/v1/" + kind;
     WorkRequest request;
     if (Status s = parse_work_request(kind, req.body, tasks, options, &request); !s.ok()) {
@@ -377,8 +373,7 @@ struct Service::Impl {
         res.set_header("Retry-After", "5");
         ++requests[{endpoint, 503}];
         res.status = 503;
-        res.set_content(json({{"error", "the queue is full (" +
-                                            std::to_string(options.max_queue) +
+        res.set_content(json({{"error", "the queue is full (" + std::to_string(options.max_queue) +
                                             " waiting); try again later"}})
                                 .dump() +
                             "\n",
@@ -507,11 +502,11 @@ struct Service::Impl {
     // Errors httplib raises itself (413, 404) get a JSON body that says why.
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own refusal, already said and counted
-      std::string why = res.status == 413   ? "the body is over the limit of " +
-                                                 std::to_string(options.max_body_bytes) + " bytes"
-                        : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
-                                            : "request refused (" + std::to_string(res.status) +
-                                                  ")";
+      std::string why =
+          res.status == 413
+              ? "the body is over the limit of " + std::to_string(options.max_body_bytes) + " bytes"
+          : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
+                              : "request refused (" + std::to_string(res.status) + ")";
       const bool known = req.path == "/v1/evaluate" || req.path == "/v1/rollout" ||
                          req.path == "/v1/health" || req.path == "/v1/tasks" ||
                          req.path == "/metrics";

@@ -38,23 +38,23 @@ namespace cuda_agent::rl {
 
 struct ServiceOptions {
   std::string host = "127.0.0.1";
-  int port = 8321;  // 0: any free port (Service::port says which)
+  int port = 8321;              // 0: any free port (Service::port says which)
   std::filesystem::path suite;  // the tasks a request names, by id
   std::string device = "cpu";
   std::vector<std::string> gpus = {"0"};  // cuda
-  int jobs_per_device = 1;  // pieces of work at once per GPU (cpu: in all)
-  int max_queue = 64;       // work waiting for a slot beyond this is refused (503)
+  int jobs_per_device = 1;                // pieces of work at once per GPU (cpu: in all)
+  int max_queue = 64;                     // work waiting for a slot beyond this is refused (503)
   std::size_t max_body_bytes = 16u << 20;
   int shrink = 1;                    // unless a request says otherwise
   std::string recipe = "discrete";   // unless a request says otherwise
   double evaluate_timeout_s = 3600;  // one evaluation, compile to reward
   double rollout_timeout_s = 7200;   // one episode, all its turns and evaluations
   double heartbeat_s = 1;
-  bool keep_work = false;  // keep each request's folder (its files and logs)
-  std::filesystem::path binary;     // this cuda-agent
-  std::filesystem::path store;      // the run store the work writes to
-  std::filesystem::path work_root;  // a folder per request
-  std::filesystem::path lock_dir;   // the device locks (shared with bench)
+  bool keep_work = false;                       // keep each request's folder (its files and logs)
+  std::filesystem::path binary;                 // this cuda-agent
+  std::filesystem::path store;                  // the run store the work writes to
+  std::filesystem::path work_root;              // a folder per request
+  std::filesystem::path lock_dir;               // the device locks (shared with bench)
   std::function<void(const std::string&)> log;  // a line per request and per piece of work
 };
 
