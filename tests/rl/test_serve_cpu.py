@@ -221,3 +221,10 @@ def test_verls_reward_adapter_scores_a_response_through_the_service(service):
     unknown = rl_reward.compute_score("cuda-agent", fenced, "no_such_task", {"service": service.url})
     assert unknown["score"] == -1 and "no task" in unknown["error"]
     assert set(score) == set(nothing) == set(unknown)  # the same keys every time, for verl
+    with pytest.raises(RuntimeError, match="cannot be reached"):
+        rl_reward.compute_score("cuda-agent", fenced, "scale_bias_relu",
+                                {"service": "http://127.0.0.1:9"})
+    # verl's batch reward manager: a batch at once, answered in its order.
+    batch = rl_reward.compute_score_batch(["cuda-agent"] * 3, ["nothing here", fenced, calls],
+                                          ["scale_bias_relu"] * 3, [{"service": service.url}] * 3)
+    assert [b["outcome"] for b in batch] == ["no_candidate", "pass", "mismatch"]
