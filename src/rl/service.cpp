@@ -71,10 +71,11 @@ Status parse_work_request(const std::string& kind, const std::string& body,
     return Status::InvalidArgument("no task \"" + r->task + "\" in the suite (GET /v1/tasks)");
   }
   r->task_path = known->second;
-  r->recipe = j.value("recipe", options.recipe);
-  if (!j.value("recipe", json(options.recipe)).is_string()) {
+  const json recipe = j.value("recipe", json(options.recipe));
+  if (!recipe.is_string()) {
     return Status::InvalidArgument("\"recipe\" must be one of: " + recipe_names());
   }
+  r->recipe = recipe.get<std::string>();
   double probe = 0;
   if (Status s = recipe_value(r->recipe, EvalResult{}, &probe); !s.ok()) return s;
   const json shrink = j.value("shrink", json(options.shrink));
@@ -189,6 +190,7 @@ struct Service::Impl {
   std::unique_ptr<bench::LocalExecutor> executor;
   std::unique_ptr<Store> store;
   int bound_port = 0;
+  fs::path work_dir;  // options.work_root/<port>: services on one machine keep apart
   std::atomic<bool> stopping{false};
 
   std::mutex mu;  // guards everything below
@@ -386,7 +388,7 @@ struct Service::Impl {
       active.insert(w);
       ++requests[{endpoint, 200}];
     }
-    w->dir = options.work_root / ("w" + std::to_string(w->id));
+    w->dir = work_dir / ("w" + std::to_string(w->id));
     std::error_code ec;
     fs::remove_all(w->dir, ec);
     fs::create_directories(w->dir, ec);
@@ -499,6 +501,21 @@ struct Service::Impl {
     server.Post("/v1/rollout", [this](const httplib::Request& req, httplib::Response& res) {
       handle_work("rollout", req, res);
     });
+    // A defect in a handler is a 500 that says so, not a dropped connection.
+    server.set_exception_handler(
+        [this](const httplib::Request& req, httplib::Response& res, std::exception_ptr e) {
+          std::string what = "unknown error";
+          try {
+            std::rethrow_exception(e);
+          } catch (const std::exception& x) {
+            what = x.what();
+          } catch (...) {
+          }
+          log("internal error on " + req.method + " " + req.path + ": " + what);
+          res.status = 500;
+          res.set_content(json({{"error", "internal error: " + what}}).dump() + "\n",
+                          "application/json");
+        });
     // Errors httplib raises itself (413, 404) get a JSON body that says why.
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own refusal, already said and counted
@@ -533,7 +550,6 @@ Status Service::start() {
   p.busy.assign(slots, false);
   p.executor = std::make_unique<bench::LocalExecutor>(o.device, o.gpus, slots, o.lock_dir);
   std::error_code ec;
-  fs::create_directories(o.work_root, ec);
   fs::create_directories(o.lock_dir, ec);
   // A client gone before its answer is written must not end the service with SIGPIPE.
   ::signal(SIGPIPE, SIG_IGN);
@@ -551,6 +567,11 @@ Status Service::start() {
     }
     p.bound_port = o.port;
   }
+  p.work_dir = o.work_root / std::to_string(p.bound_port);
+  std::error_code ignored;
+  fs::remove_all(p.work_dir, ignored);  // a service that stopped before on this port left it
+  fs::create_directories(p.work_dir, ec);
+  if (ec) return Status::IoError("cannot make " + p.work_dir.string() + ": " + ec.message());
   return Status::OK();
 }
 
