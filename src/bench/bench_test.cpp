@@ -76,6 +76,30 @@ struct Fixture {
   }
 };
 
+/// The keys (TaskResult::key) of run 1's stored results.
+std::set<std::string> stored_keys(Store* store) {
+  std::vector<nlohmann::json> rows;
+  EXPECT_TRUE(store->list_bench_results(1, &rows).ok());
+  std::set<std::string> keys;
+  for (const auto& r : rows) keys.insert(report::TaskResult::from_json(r).key());
+  return keys;
+}
+
+/// Resumes run 1 after renaming its second task (the one that stopped it: now it runs) in the
+/// run's recorded settings; again runs the episodes.
+BenchSummary resume_renamed(Fixture& f, FakeExecutor* again) {
+  nlohmann::json record;
+  EXPECT_TRUE(f.store->get_bench(1, &record).ok());
+  record["settings"]["tasks"][1] = "level1/002_go";
+  EXPECT_TRUE(f.store->put_bench(1, record).ok());
+  BenchRequest resume = f.request;
+  resume.resume = 1;
+  resume.settings = {};
+  BenchSummary summary;
+  EXPECT_TRUE(run_bench(resume, f.store.get(), again, &summary).ok());
+  return summary;
+}
+
 TEST(Bench, EveryTaskIsRecordedWithItsResult) {
   Fixture f({"level1/001_a", "level1/002_bad", "level2/001_c"});
   FakeExecutor executor;
@@ -114,21 +138,9 @@ TEST(Bench, AnInterruptedRunResumesWithTheTasksItLacksOnly) {
     // The interrupted task has no result.
     for (const auto& r : summary.results) EXPECT_NE(r.task, "level1/002_stop");
   }
-  std::vector<nlohmann::json> before;
-  ASSERT_TRUE(f.store->list_bench_results(1, &before).ok());
-  std::set<std::string> had;
-  for (const auto& r : before) had.insert(r["task"]);
-  // The task that stopped the run is now fine: rename it in the recorded settings.
-  nlohmann::json record;
-  ASSERT_TRUE(f.store->get_bench(1, &record).ok());
-  record["settings"]["tasks"][1] = "level1/002_go";
-  ASSERT_TRUE(f.store->put_bench(1, record).ok());
+  const std::set<std::string> had = stored_keys(f.store.get());
   FakeExecutor again;
-  BenchRequest resume = f.request;
-  resume.resume = 1;
-  resume.settings = {};
-  BenchSummary summary;
-  ASSERT_TRUE(run_bench(resume, f.store.get(), &again, &summary).ok());
+  const BenchSummary summary = resume_renamed(f, &again);
   EXPECT_EQ(summary.pending, 0);
   EXPECT_EQ(summary.results.size(), 4u);
   for (const std::string& task : again.ran) EXPECT_FALSE(had.count(task)) << task << " ran twice";
@@ -172,20 +184,9 @@ TEST(Bench, AnInterruptedGroupRunResumesWithTheEpisodesItLacksOnly) {
     ASSERT_TRUE(run_bench(f.request, f.store.get(), &executor, &summary).ok());
     EXPECT_GT(summary.pending, 0);
   }
-  std::vector<nlohmann::json> before;
-  ASSERT_TRUE(f.store->list_bench_results(1, &before).ok());
-  std::set<std::string> had;
-  for (const auto& r : before) had.insert(report::TaskResult::from_json(r).key());
-  nlohmann::json record;
-  ASSERT_TRUE(f.store->get_bench(1, &record).ok());
-  record["settings"]["tasks"][1] = "level1/002_go";
-  ASSERT_TRUE(f.store->put_bench(1, record).ok());
+  const std::set<std::string> had = stored_keys(f.store.get());
   FakeExecutor again;
-  BenchRequest resume = f.request;
-  resume.resume = 1;
-  resume.settings = {};
-  BenchSummary summary;
-  ASSERT_TRUE(run_bench(resume, f.store.get(), &again, &summary).ok());
+  const BenchSummary summary = resume_renamed(f, &again);
   EXPECT_EQ(summary.pending, 0);
   ASSERT_EQ(summary.results.size(), 4u);
   for (const std::string& key : again.ran) EXPECT_FALSE(had.count(key)) << key << " ran twice";

@@ -1,6 +1,5 @@
 #include "cli/bench_command.h"
 
-#include <fnmatch.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -200,16 +199,9 @@ Status BenchCommands::run_episodes(CLI::App* command, Store* store,
     if (Status s = find_suite(a.suite, &suite); !s.ok()) return s;
     settings.suite = fs::absolute(suite.root);
     settings.suite_name = suite.name;
-    for (const SuiteTask& t : suite.tasks) {
-      // Shell patterns (*, ?, [...]) as the Glob tool reads them; * also crosses a '/'.
-      bool keep = a.filters.empty();
-      for (const std::string& f : a.filters)
-        keep = keep || fnmatch(f.c_str(), t.id.c_str(), 0) == 0;
-      if (keep) settings.tasks.push_back(t.id);
-    }
-    if (settings.tasks.empty()) {
-      return Status::InvalidArgument("no task of suite " + suite.name + " matches --filter");
-    }
+    std::vector<SuiteTask> chosen;
+    if (Status s = select_tasks(suite, a.filters, &chosen); !s.ok()) return s;
+    for (const SuiteTask& t : chosen) settings.tasks.push_back(t.id);
     if (settings.policy == "llm") {
       if (a.endpoint.empty() || a.model.empty())
         return Status::InvalidArgument("--policy llm needs --endpoint URL and --model NAME");

@@ -1,7 +1,5 @@
 #include "cli/rl_commands.h"
 
-#include <fnmatch.h>
-
 #include <iostream>
 #include <sstream>
 
@@ -189,19 +187,14 @@ int RlCommands::export_data(const std::string& store_path) {
     if (Status s = agent::load_skill(harness_dir() / "workspace" / "SKILL.md", &skill); !s.ok())
       return fail(s);
     const std::string system = agent::system_prompt(skill, a.device);
-    for (const SuiteTask& t : suite.tasks) {
-      bool keep = a.filters.empty();
-      for (const std::string& f : a.filters)
-        keep = keep || fnmatch(f.c_str(), t.id.c_str(), 0) == 0;
-      if (!keep) continue;
+    std::vector<SuiteTask> chosen;
+    if (Status s = select_tasks(suite, a.filters, &chosen); !s.ok()) return fail(s);
+    for (const SuiteTask& t : chosen) {
       Task task;
       if (Status s = load_task(t.path, &task); !s.ok()) return fail(s);
       records.push_back(rl::prompt_record(t.id, system,
                                           agent::task_message(task, a.device, a.shrink), a.device,
                                           a.shrink, static_cast<int>(records.size())));
-    }
-    if (records.empty()) {
-      return fail(Status::InvalidArgument("no task of suite " + suite.name + " matches --filter"));
     }
     if (Status s = rl::write_records(records, a.out, "python3", parquet_writer); !s.ok())
       return fail(s);

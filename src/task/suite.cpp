@@ -1,5 +1,7 @@
 #include "task/suite.h"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -113,6 +115,20 @@ Status find_suite(const std::string& which, Suite* suite) {
     names += (names.empty() ? "" : ", ") + s.name;
   }
   return Status::NotFound("no suite " + which + ": give a folder of tasks, or one of: " + names);
+}
+
+Status select_tasks(const Suite& suite, const std::vector<std::string>& patterns,
+                    std::vector<SuiteTask>* tasks) {
+  tasks->clear();
+  for (const SuiteTask& t : suite.tasks) {
+    bool keep = patterns.empty();
+    for (const std::string& p : patterns) keep = keep || fnmatch(p.c_str(), t.id.c_str(), 0) == 0;
+    if (keep) tasks->push_back(t);
+  }
+  if (tasks->empty()) {
+    return Status::InvalidArgument("no task of suite " + suite.name + " matches --filter");
+  }
+  return Status::OK();
 }
 
 }  // namespace cuda_agent

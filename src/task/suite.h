@@ -44,4 +44,10 @@ std::filesystem::path imported_suites_dir();
 /// A suite by folder, or by name among the built-in and imported ones; NotFound lists the names.
 Status find_suite(const std::string& which, Suite* suite);
 
+/// The suite's tasks whose id matches one of patterns (shell patterns: *, ?, [...], where *
+/// also crosses a '/'), in order; every task when there are none. InvalidArgument when patterns
+/// match nothing.
+Status select_tasks(const Suite& suite, const std::vector<std::string>& patterns,
+                    std::vector<SuiteTask>* tasks);
+
 }  // namespace cuda_agent

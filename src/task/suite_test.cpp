@@ -105,3 +105,30 @@ TEST(Suite, TheBuiltInSuiteHasItsThreeLevels) {
 
 }  // namespace
 }  // namespace cuda_agent
+
+namespace cuda_agent {
+namespace {
+
+TEST(SuiteSelection, PatternsChooseTasksInOrderAndAStarCrossesLevels) {
+  Suite suite;
+  suite.name = "s";
+  for (const char* id : {"level1/001_relu", "level1/002_gelu", "level2/001_relu_bias"}) {
+    suite.tasks.push_back({id, "", std::string(id) + ".py"});
+  }
+  std::vector<SuiteTask> chosen;
+  ASSERT_TRUE(select_tasks(suite, {}, &chosen).ok());
+  EXPECT_EQ(chosen.size(), 3u);
+  ASSERT_TRUE(select_tasks(suite, {"*relu*"}, &chosen).ok());
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen[0].id, "level1/001_relu");
+  EXPECT_EQ(chosen[1].id, "level2/001_relu_bias");
+  ASSERT_TRUE(select_tasks(suite, {"level1/00[2]_*", "level2/*"}, &chosen).ok());
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen[0].id, "level1/002_gelu");
+  Status none = select_tasks(suite, {"level3/*"}, &chosen);
+  EXPECT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("no task of suite s matches --filter"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cuda_agent

@@ -8,8 +8,9 @@ A script is a list of steps, one per request:
   {"drop": true}                         close the connection without answering
   {"context_overflow": true}             vLLM's 400 for a prompt longer than the model's context
   {"raw": {...}}                         a recorded response, sent as it is
-When the script runs out, the server answers "done" with no tool calls. Every request body is
-kept, in order, in `requests`.
+When the script runs out, the server answers "done" with no tool calls. A script may instead be
+a function of the request's body that returns the step (called one request at a time), for
+replies that depend on the conversation. Every request body is kept, in order, in `requests`.
 """
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def vllm_completion(step: dict, index: int, prompt_tokens: int) -> dict:
 
 
 class ScriptedServer:
-    def __init__(self, script: list[dict]):
-        self.script = list(script)
+    def __init__(self, script):
+        self.script = script if callable(script) else list(script)
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         server = self
@@ -66,7 +67,10 @@ class ScriptedServer:
                     index = len(server.requests)
                     server.requests.append({"path": self.path, "body": body,
                                             "authorization": self.headers.get("Authorization")})
-                    step = server.script[index] if index < len(server.script) else {"content": "done"}
+                    if callable(server.script):
+                        step = server.script(body)
+                    else:
+                        step = server.script[index] if index < len(server.script) else {"content": "done"}
                 if self.path != "/v1/chat/completions":
                     return self.reply(404, {"error": {"message": f"no route {self.path}"}})
                 if step.get("drop"):

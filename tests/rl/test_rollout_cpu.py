@@ -5,19 +5,21 @@ import statistics
 import datasets
 import pyarrow.parquet as pq
 
-from policy_server import PolicyServer
+from policy import Policy
+from scripted_server import ScriptedServer
 
 
 def test_a_rollout_scores_each_group_and_its_exports_load_in_the_trainers_readers(cli, suite,
                                                                                    tmp_path):
     out = tmp_path / "rollouts.jsonl"
-    with PolicyServer() as server:
+    policy = Policy()
+    with ScriptedServer(policy) as server:
         r = cli.run("rollout", "--suite", str(suite), "--group-size", "3", "--endpoint",
                     server.url, "--model", "scripted", "--device", "cpu", "--jobs", "2",
                     "--gamma", "0.5", "--out", str(out), "--work-dir", str(tmp_path / "work"),
                     "--quiet")
     assert r.returncode == 0, r.stderr + r.stdout
-    assert server.started == 3  # one conversation per episode, none run twice
+    assert policy.started == 3  # one conversation per episode, none run twice
     assert "rollouts: 3 episodes in 1 groups" in r.stdout, r.stdout
     name = r.stdout.split(":")[0].split()[-1]  # "rollout b1: ..."
     records = [json.loads(line) for line in out.read_text().splitlines()]

@@ -14,7 +14,8 @@ import pytest
 
 import rl_reward
 from conftest import good_files, wrong_files
-from policy_server import PolicyServer
+from policy import Policy
+from scripted_server import ScriptedServer
 
 
 class Service:
@@ -200,7 +201,7 @@ def test_a_full_queue_refuses_and_work_whose_client_left_is_stopped(cli, suite, 
 
 
 def test_a_rollout_through_the_service_returns_its_trajectory(service):
-    with PolicyServer(behaviours=("good",)) as model:
+    with ScriptedServer(Policy(behaviours=("good",))) as model:
         status, body = service.json("POST", "/v1/rollout",
                                     {"task": "scale_bias_relu", "endpoint": model.url,
                                      "model": "scripted", "max_turns": 4})
