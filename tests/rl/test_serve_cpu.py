@@ -107,7 +107,7 @@ def test_bad_requests_are_refused_with_the_reason(service):
 def test_concurrent_evaluations_each_get_their_own_result_once(service, cli):
     broken = good_files()
     broken["kernels/scale_bias_relu.cpp"] += "\nthis is not C++\n"
-    requests = ([("good", {"files": good_files()})] * 3 + [("wrong", {"files": wrong_files()})]
+    requests = ([("good", {"files": good_files()})] * 2 + [("wrong", {"files": wrong_files()})]
                 + [("wrong", {"files": wrong_files(), "recipe": "milestone"})]
                 + [("broken", {"files": broken})])
     before = evaluations(cli)
@@ -192,9 +192,10 @@ def test_a_full_queue_refuses_and_work_whose_client_left_is_stopped(cli, suite, 
         assert m['cuda_agent_work_done_total{kind="evaluate"}'] == 0
         # No evaluation process outlives its request.
         assert not [p for p in command_lines() if str(tmp_path / "work") in p and " eval " in p]
-        # And the service still works.
-        status, body = small.json("POST", "/v1/evaluate", request)
-        assert status == 200 and body["outcome"] == "pass"
+        # And the service still works (a candidate that fails to compile is the quickest answer).
+        broken = {"task": "scale_bias_relu", "files": {"model_new.py": "x", "kernels/a.cpp": "?"}}
+        status, body = small.json("POST", "/v1/evaluate", broken)
+        assert status == 200 and body["outcome"] == "compile_error"
     finally:
         small.stop()
     assert "cancelled (the client went away)" in (tmp_path / "serve.log").read_text()
@@ -217,26 +218,21 @@ def test_verls_reward_adapter_scores_a_response_through_the_service(service):
     files = good_files()
     fenced = "Here is my solution.\n\n" + "\n".join(
         f"```{'python' if p.endswith('.py') else 'cpp'} {p}\n{text}```\n" for p, text in files.items())
-    score = rl_reward.compute_score("cuda-agent", fenced, "scale_bias_relu",
-                                    {"service": service.url})
-    assert score["ok"] and score["score"] >= 1 and score["outcome"] == "pass", score
     # Write calls as a tool-calling model prints them; the later model_new.py wins.
     calls = "".join(
         "<tool_call>" + json.dumps({"name": "Write", "arguments": {"file_path": p, "content": t}})
         + "</tool_call>\n" for p, t in [("model_new.py", "broken"), *wrong_files().items()])
-    score = rl_reward.compute_score("cuda-agent", calls, "scale_bias_relu",
-                                    {"service": service.url, "recipe": "milestone"})
-    assert score["outcome"] == "mismatch" and score["score"] == -0.5, score
-    nothing = rl_reward.compute_score("cuda-agent", "I could not do it.", "scale_bias_relu",
-                                      {"service": service.url})
+    here = {"service": service.url}
+    # verl's batch reward manager: a batch at once, answered in its order.
+    nothing, good, wrong = rl_reward.compute_score_batch(
+        ["cuda-agent"] * 3, ["I could not do it.", fenced, calls], ["scale_bias_relu"] * 3,
+        [here, here, {**here, "recipe": "milestone"}])
+    assert good["ok"] and good["score"] >= 1 and good["outcome"] == "pass", good
+    assert wrong["outcome"] == "mismatch" and wrong["score"] == -0.5, wrong
     assert nothing["score"] == -1 and nothing["outcome"] == "no_candidate"
-    unknown = rl_reward.compute_score("cuda-agent", fenced, "no_such_task", {"service": service.url})
+    unknown = rl_reward.compute_score("cuda-agent", fenced, "no_such_task", here)
     assert unknown["score"] == -1 and "no task" in unknown["error"]
-    assert set(score) == set(nothing) == set(unknown)  # the same keys every time, for verl
+    assert set(good) == set(nothing) == set(unknown)  # the same keys every time, for verl
     with pytest.raises(RuntimeError, match="cannot be reached"):
         rl_reward.compute_score("cuda-agent", fenced, "scale_bias_relu",
                                 {"service": "http://127.0.0.1:9"})
-    # verl's batch reward manager: a batch at once, answered in its order.
-    batch = rl_reward.compute_score_batch(["cuda-agent"] * 3, ["nothing here", fenced, calls],
-                                          ["scale_bias_relu"] * 3, [{"service": service.url}] * 3)
-    assert [b["outcome"] for b in batch] == ["no_candidate", "pass", "mismatch"]
