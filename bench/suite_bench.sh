@@ -2,7 +2,9 @@
 # `cuda-agent bench` over a suite with the synthesizer on the GPU machine, one device call at a
 # time: the run store travels in .device/state/ so that a run cut at the call's limit resumes in
 # the next call (copy $OUT/state/store.sqlite back into .device/state/ and carry .device again).
-# Leaves the tables (bench.txt), the progress lines, the HTML report and `report --json` in $OUT.
+# Leaves in $OUT the tables (bench.txt, with where the device's time went), the progress lines,
+# `report --json`, the store (state/) and one extras.tgz (the HTML report, eval_steps.json, the
+# GPU's name, every episode's log): six files, as the device tool brings back eight at most.
 #   SUITE=builtin FILTER='level1/*' JOBS=6 LIMIT=540 bash bench/suite_bench.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -12,7 +14,8 @@ state=.device/state
 mkdir -p "$out/state" "$state"
 store=$state/store.sqlite
 bin=${CUDA_AGENT_BIN:-build/cuda-agent}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/gpu.txt" 2>&1
+extras=$(mktemp -d)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$extras/gpu.txt" 2>&1
 if [ -f "$store" ] && "$bin" --store "$store" report b1 > /dev/null 2>&1; then
   run=(--resume b1)
 else
@@ -21,14 +24,15 @@ else
 fi
 # SIGINT at the limit: the bench stops its episodes and keeps every result it has.
 timeout -s INT -k 30 "${LIMIT:-540}" "$bin" --store "$store" bench "${run[@]}" --jobs "${JOBS:-6}" \
-  --html "$out/report.html" > "$out/bench.txt" 2> "$out/progress.txt"
+  --html "$extras/report.html" > "$out/bench.txt" 2> "$out/progress.txt"
 echo "bench: exit $?"
 "$bin" --store "$store" report b1 --json > "$out/report.json"
-"$bin" --store "$store" report b1 --html "$out/report.html" >> "$out/bench.txt"
+"$bin" --store "$store" report b1 --html "$extras/report.html" >> "$out/bench.txt"
 # Where the device's time went: the harness processes' steps over every evaluation of the run.
-python3 bench/eval_steps.py "$store" --json "$out/eval_steps.json" > "$out/eval_steps.txt"
+python3 bench/eval_steps.py "$store" --json "$extras/eval_steps.json" >> "$out/bench.txt"
 cp "$store" "$out/state/store.sqlite"
 # Each episode's progress lines, for a task that took long or failed.
-tar czf "$out/logs.tgz" -C "${XDG_CACHE_HOME:-$HOME/.cache}/cuda-agent/bench" . 2>/dev/null
+cp -r "${XDG_CACHE_HOME:-$HOME/.cache}/cuda-agent/bench" "$extras/episodes" 2>/dev/null
+tar czf "$out/extras.tgz" -C "$extras" . 2>/dev/null
 tail -5 "$out/progress.txt"
 cat "$out/bench.txt"
