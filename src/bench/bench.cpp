@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "agent/trajectory.h"
@@ -87,6 +88,16 @@ Status BenchSettings::from_json(const json& j, BenchSettings* s) {
     return Status::Corruption(std::string("a bench run's settings: ") + e.what());
   }
   return Status::OK();
+}
+
+std::vector<std::string> parse_gpus(const std::string& list) {
+  std::vector<std::string> gpus;
+  std::istringstream items(list);
+  for (std::string gpu; std::getline(items, gpu, ',');) {
+    if (!gpu.empty()) gpus.push_back(gpu);
+  }
+  if (gpus.empty()) gpus.push_back("0");
+  return gpus;
 }
 
 LocalExecutor::LocalExecutor(std::string device, std::vector<std::string> gpus, int jobs,
@@ -254,19 +265,14 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
     done.insert(report::TaskResult::from_json(row).key());
     passed += row.value("correct", false) ? 1 : 0;
   }
-  // The episodes still to run, as results name them (TaskResult::key), with their samples.
-  struct Episode {
-    std::string task;
-    int sample = -1;
-  };
-  std::vector<Episode> pending;
+  // The episodes still to run: each the task and sample of the result it will file.
+  std::vector<report::TaskResult> pending;
   for (const std::string& task : settings.tasks) {
     for (int k = 0; k < settings.group_size; ++k) {
-      Episode e{task, settings.group_size > 1 ? k : -1};
-      report::TaskResult probe;
-      probe.task = e.task;
-      probe.sample = e.sample;
-      if (!done.count(probe.key())) pending.push_back(e);
+      report::TaskResult episode;
+      episode.task = task;
+      episode.sample = settings.group_size > 1 ? k : -1;
+      if (!done.count(episode.key())) pending.push_back(std::move(episode));
     }
   }
   const int total = static_cast<int>(settings.tasks.size()) * settings.group_size;
@@ -320,7 +326,7 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
   };
   auto worker = [&](int slot) {
     for (;;) {
-      Episode episode;
+      report::TaskResult episode;
       {
         std::lock_guard<std::mutex> lock(mu);
         if (stop || next >= pending.size() || interrupt_requested()) return;
@@ -328,10 +334,7 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
         ++running;
       }
       const std::string& task = episode.task;
-      report::TaskResult result;
-      result.task = task;
-      result.sample = episode.sample;
-      const std::string key = result.key();
+      const std::string key = episode.key();
       const std::filesystem::path dir = root / key;
       std::error_code ec;
       // A task interrupted before leaves its workspace behind: the episode starts afresh.
@@ -363,7 +366,7 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
       std::lock_guard<std::mutex> lock(mu);
       --running;
       if (output.interrupted || interrupt_requested()) return halt(Status::OK());
-      result = parse_episode(task, level_of(task), output);
+      report::TaskResult result = parse_episode(task, level_of(task), output);
       result.sample = episode.sample;
       if (Status s = store->put_bench_result(id, key, result.to_json()); !s.ok()) return halt(s);
       ++finished;

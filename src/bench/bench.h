@@ -80,6 +80,9 @@ class Executor {
   virtual int devices() const = 0;
 };
 
+/// The GPUs a --gpus list names ("0,1,3"), or {"0"} when it names none.
+std::vector<std::string> parse_gpus(const std::string& list);
+
 /// Episodes as processes on this machine: `jobs` at once over the given GPUs (cuda: slot k uses
 /// GPU gpus[k % n] through CUDA_VISIBLE_DEVICES and that GPU's lock file under lock_dir; cpu:
 /// one lock for the machine).

@@ -8,7 +8,6 @@
 
 #include "bench/bench.h"
 #include "cli/exit_status.h"
-#include "eval/result.h"
 #include "eval/reward.h"
 #include "report/metrics.h"
 #include "rl/export.h"
@@ -20,13 +19,7 @@
 namespace fs = std::filesystem;
 
 namespace cuda_agent {
-namespace {
-
-Status open_store(const std::string& path, std::unique_ptr<Store>* store) {
-  return Store::Open(path.empty() ? default_store_path() : fs::path(path), store);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 struct BenchCommands::Args {
   CLI::App *bench = nullptr, *rollout = nullptr, *report = nullptr, *compare = nullptr;
@@ -215,12 +208,7 @@ Status BenchCommands::run_episodes(CLI::App* command, Store* store,
       }
     }
   }
-  std::vector<std::string> gpus;
-  std::istringstream gpu_list(a.gpus);
-  for (std::string gpu; std::getline(gpu_list, gpu, ',');) {
-    if (!gpu.empty()) gpus.push_back(gpu);
-  }
-  if (gpus.empty()) gpus.push_back("0");
+  const std::vector<std::string> gpus = bench::parse_gpus(a.gpus);
   const int jobs = a.jobs > 0                  ? a.jobs
                    : settings.device == "cuda" ? 2 * static_cast<int>(gpus.size())
                                                : 2;
@@ -275,7 +263,7 @@ Status BenchCommands::run_episodes(CLI::App* command, Store* store,
 int BenchCommands::bench(const std::string& store_path) {
   Args& a = *args_;
   std::unique_ptr<Store> store;
-  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
+  if (Status s = open_run_store(store_path, &store); !s.ok()) return fail(s);
   bench::BenchSettings settings;
   bench::BenchSummary summary;
   if (Status s = run_episodes(a.bench, store.get(), &settings, &summary); !s.ok()) return fail(s);
@@ -295,11 +283,9 @@ int BenchCommands::bench(const std::string& store_path) {
 int BenchCommands::rollout(const std::string& store_path) {
   Args& a = *args_;
   // Refused before any episode runs.
-  double probe = 0;
-  if (Status s = recipe_value(a.rollout_options.recipe, EvalResult{}, &probe); !s.ok())
-    return fail(s);
+  if (Status s = check_recipe(a.rollout_options.recipe); !s.ok()) return fail(s);
   std::unique_ptr<Store> store;
-  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
+  if (Status s = open_run_store(store_path, &store); !s.ok()) return fail(s);
   bench::BenchSettings settings;
   bench::BenchSummary summary;
   if (Status s = run_episodes(a.rollout, store.get(), &settings, &summary); !s.ok()) return fail(s);
@@ -327,7 +313,7 @@ int BenchCommands::rollout(const std::string& store_path) {
 int BenchCommands::report(const std::string& store_path) {
   Args& a = *args_;
   std::unique_ptr<Store> store;
-  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
+  if (Status s = open_run_store(store_path, &store); !s.ok()) return fail(s);
   nlohmann::json record;
   std::vector<report::TaskResult> results;
   if (Status s = bench::load_bench(store.get(), a.run_a, &record, &results); !s.ok())
@@ -361,7 +347,7 @@ int BenchCommands::report(const std::string& store_path) {
 int BenchCommands::compare(const std::string& store_path) {
   Args& a = *args_;
   std::unique_ptr<Store> store;
-  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
+  if (Status s = open_run_store(store_path, &store); !s.ok()) return fail(s);
   nlohmann::json ra, rb;
   std::vector<report::TaskResult> a_results, b_results;
   if (Status s = bench::load_bench(store.get(), a.run_a, &ra, &a_results); !s.ok()) return fail(s);

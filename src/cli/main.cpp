@@ -31,10 +31,6 @@ std::string default_device() {
   return fs::is_directory(gpus, ec) && !fs::is_empty(gpus, ec) ? "cuda" : "cpu";
 }
 
-Status open_store(const std::string& path, std::unique_ptr<Store>* store) {
-  return Store::Open(path.empty() ? default_store_path() : fs::path(path), store);
-}
-
 Status copy_candidate(const fs::path& candidate, const fs::path& kernels, const fs::path& ws) {
   std::error_code ec;
   if (!fs::is_regular_file(candidate, ec)) {
@@ -182,7 +178,7 @@ int run(int argc, char** argv) {
   if (rl.chosen()) return rl.run(store_path);
 
   std::unique_ptr<Store> store;
-  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
+  if (Status s = open_run_store(store_path, &store); !s.ok()) return fail(s);
 
   if (*init) {
     Task task;

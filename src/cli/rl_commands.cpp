@@ -1,7 +1,6 @@
 #include "cli/rl_commands.h"
 
 #include <iostream>
-#include <sstream>
 
 #include "agent/episode.h"
 #include "agent/skill.h"
@@ -140,10 +139,6 @@ int RlCommands::run(const std::string& store_path) {
 
 namespace {
 
-Status open_store(const std::string& path, std::unique_ptr<Store>* store) {
-  return Store::Open(path.empty() ? default_store_path() : fs::path(path), store);
-}
-
 /// The trajectories of runs (bN: each episode of a bench or rollout run; rN: one episode), or
 /// every one in the store when runs is empty.
 Status gather_trajectories(Store* store, const std::vector<std::string>& runs,
@@ -203,7 +198,7 @@ int RlCommands::export_data(const std::string& store_path) {
     return kExitPass;
   }
   std::unique_ptr<Store> store;
-  if (Status s = open_store(store_path, &store); !s.ok()) return fail(s);
+  if (Status s = open_run_store(store_path, &store); !s.ok()) return fail(s);
   if (a.kind == "rollouts") {
     if (a.runs.size() != 1) {
       return fail(Status::InvalidArgument("export rollouts takes one run (b3)"));
@@ -223,8 +218,7 @@ int RlCommands::export_data(const std::string& store_path) {
   std::vector<nlohmann::json> trajectories;
   if (Status s = gather_trajectories(store.get(), a.runs, &trajectories); !s.ok()) return fail(s);
   a.warmup.recipe = a.rollout.recipe;
-  double probe = 0;
-  if (Status s = recipe_value(a.warmup.recipe, EvalResult{}, &probe); !s.ok()) return fail(s);
+  if (Status s = check_recipe(a.warmup.recipe); !s.ok()) return fail(s);
   rl::WarmupCounts counts;
   records = rl::select_warmup(trajectories, a.warmup, &counts);
   if (Status s = rl::write_records(records, a.out, "python3", parquet_writer); !s.ok())
@@ -243,14 +237,8 @@ int RlCommands::serve(const std::string& store_path) {
   Suite suite;
   if (Status s = find_suite(a.suite, &suite); !s.ok()) return fail(s);
   o.suite = suite.root;
-  double probe = 0;
-  if (Status s = recipe_value(o.recipe, EvalResult{}, &probe); !s.ok()) return fail(s);
-  o.gpus.clear();
-  std::istringstream gpu_list(a.gpus);
-  for (std::string gpu; std::getline(gpu_list, gpu, ',');) {
-    if (!gpu.empty()) o.gpus.push_back(gpu);
-  }
-  if (o.gpus.empty()) o.gpus.push_back("0");
+  if (Status s = check_recipe(o.recipe); !s.ok()) return fail(s);
+  o.gpus = bench::parse_gpus(a.gpus);
   o.max_body_bytes = static_cast<std::size_t>(a.max_body_mb * (1 << 20));
   o.binary = self_executable();
   o.store = store_path.empty() ? default_store_path() : fs::path(store_path);

@@ -53,6 +53,14 @@ std::optional<double> log_speedup(const EvalResult& r) {
   return std::log(*r.speedup_vs_compile);
 }
 
+Status check_recipe(const std::string& recipe) {
+  for (const RewardRecipe& r : reward_recipes()) {
+    if (r.name == recipe) return Status::OK();
+  }
+  return Status::InvalidArgument("unknown reward recipe '" + recipe +
+                                 "' (known: " + recipe_names() + ")");
+}
+
 Status recipe_value(const std::string& recipe, const EvalResult& r, double* value) {
   if (recipe == "discrete") {
     *value = discrete_reward(r);
@@ -61,8 +69,7 @@ Status recipe_value(const std::string& recipe, const EvalResult& r, double* valu
   } else if (recipe == "milestone") {
     *value = milestone_reward(r);
   } else {
-    return Status::InvalidArgument("unknown reward recipe '" + recipe +
-                                   "' (known: " + recipe_names() + ")");
+    return check_recipe(recipe);
   }
   return Status::OK();
 }

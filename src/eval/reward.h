@@ -35,6 +35,9 @@ std::string recipe_names();
 int discrete_reward(const EvalResult& result);
 std::optional<double> log_speedup(const EvalResult& result);
 
+/// OK for a known recipe; InvalidArgument naming the known ones otherwise.
+Status check_recipe(const std::string& recipe);
+
 /// The value recipe gives result: what a trainer is handed. InvalidArgument for an unknown
 /// recipe.
 Status recipe_value(const std::string& recipe, const EvalResult& result, double* value);

@@ -69,8 +69,7 @@ Status build_rollouts(Store* store, const std::vector<report::TaskResult>& resul
                       const RolloutOptions& options, std::vector<json>* records,
                       std::vector<Dropped>* dropped) {
   if (Status s = check_estimator(options.estimator); !s.ok()) return s;
-  double probe = 0;
-  if (Status s = recipe_value(options.recipe, EvalResult{}, &probe); !s.ok()) return s;
+  if (Status s = check_recipe(options.recipe); !s.ok()) return s;
   std::map<std::string, std::vector<const report::TaskResult*>> groups;
   for (const report::TaskResult& r : results) groups[r.task].push_back(&r);
   records->clear();

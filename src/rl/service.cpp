@@ -76,8 +76,7 @@ Status parse_work_request(const std::string& kind, const std::string& body,
     return Status::InvalidArgument("\"recipe\" must be one of: " + recipe_names());
   }
   r->recipe = recipe.get<std::string>();
-  double probe = 0;
-  if (Status s = recipe_value(r->recipe, EvalResult{}, &probe); !s.ok()) return s;
+  if (Status s = check_recipe(r->recipe); !s.ok()) return s;
   const json shrink = j.value("shrink", json(options.shrink));
   if (!shrink.is_number_integer() || shrink.get<long long>() < 1 ||
       shrink.get<long long>() > (1 << 20)) {

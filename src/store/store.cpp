@@ -424,4 +424,8 @@ Status Store::list_trajectories(long long after_id, std::vector<nlohmann::json>*
                       "trajectory", records);
 }
 
+Status open_run_store(const std::string& path, std::unique_ptr<Store>* store) {
+  return Store::Open(path.empty() ? default_store_path() : std::filesystem::path(path), store);
+}
+
 }  // namespace cuda_agent

@@ -109,4 +109,7 @@ class Store {
 /// $CUDA_AGENT_STORE, else <cache dir>/store.sqlite.
 std::filesystem::path default_store_path();
 
+/// Opens the run store at path, or at default_store_path() when path is empty (--store unset).
+Status open_run_store(const std::string& path, std::unique_ptr<Store>* store);
+
 }  // namespace cuda_agent
