@@ -4,7 +4,8 @@
 # the next call (copy $OUT/state/store.sqlite back into .device/state/ and carry .device again).
 # Leaves in $OUT the tables (bench.txt, with where the device's time went), the progress lines,
 # `report --json`, the store (state/) and one extras.tgz (the HTML report, eval_steps.json, the
-# GPU's name, every episode's log): six files, as the device tool brings back eight at most.
+# GPU's name, every episode's log, the machine's memory and load every 5 s): five files, as the
+# device tool brings back eight at most.
 #   SUITE=builtin FILTER='level1/*' JOBS=6 LIMIT=540 bash bench/suite_bench.sh
 set -u
 cd "$(dirname "$0")/.."
@@ -22,10 +23,17 @@ else
   run=(--suite "${SUITE:-builtin}" --device cuda --tune "${TUNE:-off}")
   [ -n "${FILTER:-}" ] && run+=(--filter "$FILTER")
 fi
+# The machine every 5 s while the bench runs (free memory, page cache, dirty and in-writeback
+# pages in GiB, load, GiB free in $TMPDIR): what an evaluation's host steps wait on.
+(while sleep 5; do
+  echo "$(date +%T) $(awk '/^(MemFree|Cached|Dirty|Writeback):/ {printf "%s %.1f ", $1, $2 / 1048576}' /proc/meminfo)load $(cut -d' ' -f1 /proc/loadavg) tmp_free $(df -BG --output=avail "${TMPDIR:-/tmp}" | tail -1)"
+done) > "$extras/system.txt" &
+sampler=$!
 # SIGINT at the limit: the bench stops its episodes and keeps every result it has.
 timeout -s INT -k 30 "${LIMIT:-540}" "$bin" --store "$store" bench "${run[@]}" --jobs "${JOBS:-6}" \
   --html "$extras/report.html" > "$out/bench.txt" 2> "$out/progress.txt"
 echo "bench: exit $?"
+kill $sampler 2>/dev/null
 "$bin" --store "$store" report b1 --json > "$out/report.json"
 "$bin" --store "$store" report b1 --html "$extras/report.html" >> "$out/bench.txt"
 # Where the device's time went: the harness processes' steps over every evaluation of the run.
