@@ -20,6 +20,7 @@
 #include "store/store.h"
 #include "synth/capture.h"
 #include "synth/elementwise.h"
+#include "synth/pipeline.h"
 #include "synth/rewrite.h"
 #include "synth/row_plan.h"
 #include "task/task.h"
@@ -306,19 +307,35 @@ int OptimizeCommand::run(const std::string& store_path) {
   for (const auto& rewrite : synth::rewrite_graph(&graph)) {
     note("rewrite: " + rewrite.name + ": " + rewrite.detail);
   }
-  // The plans in order, the first that takes the whole graph writes the candidate.
+  // The plans in order, the first that takes the whole graph writes the candidate: one fused
+  // kernel (elementwise, then rows), else a pipeline of library GEMMs and convolutions with
+  // fused kernels between them.
   synth::Candidate candidate;
+  std::string made;
   Status elementwise = synth::synthesize_elementwise(graph, a.eval.device, &candidate);
-  if (!elementwise.ok()) {
+  if (elementwise.ok()) {
+    made = "one fused elementwise kernel for " + std::to_string(graph.ops.size()) + " ops";
+  } else {
     candidate = {};
     Status rows = synth::synthesize_rows(graph, a.eval.device, &candidate);
-    if (!rows.ok()) {
-      return fail(Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " +
-                                          elementwise.message() + "\n" + rows.message()));
+    if (rows.ok()) {
+      made = "one fused row kernel for " + std::to_string(graph.ops.size()) + " ops";
+    } else {
+      candidate = {};
+      Status pipeline = synth::synthesize_pipeline(graph, a.eval.device, &candidate);
+      if (!pipeline.ok()) {
+        return fail(Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " +
+                                            elementwise.message() + "\n" + rows.message() + "\n" +
+                                            pipeline.message()));
+      }
+      std::size_t kernels = 0;
+      for (const auto& file : candidate.files) kernels += file.first.rfind("kernels/", 0) == 0;
+      made = "a pipeline for " + std::to_string(graph.ops.size()) +
+             " ops: GEMMs and convolutions through the library, " + std::to_string(kernels) +
+             " fused kernel(s) between them";
     }
   }
-  note(std::string("synthesize: one fused ") + (elementwise.ok() ? "elementwise" : "row") +
-       " kernel for " + std::to_string(graph.ops.size()) + " ops");
+  note("synthesize: " + made);
 
   fs::path dir = a.workspace.empty() ? fresh_workspace(task.id, "synth") : fs::path(a.workspace);
   InitOptions init{

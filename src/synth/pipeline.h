@@ -1,0 +1,48 @@
+/// The synthesizer's plan for a graph that no one kernel can take because it holds GEMMs or
+/// convolutions: the graph becomes a pipeline of steps in its own order. Each GEMM and
+/// convolution is a library step (cuBLAS and cuDNN, through the torch calls the evaluator's
+/// guard allows: F.linear, torch.mm, torch.bmm, F.conv2d, ...), each view a Python step (view,
+/// transpose, getitem of a split, ...: no data moves), and each maximal run of the other ops
+/// between them one fused kernel, planned by the elementwise or the row plan as if that run
+/// were a task of its own whose inputs are the values it reads from earlier steps.
+///
+/// model_new.py holds the task's parameters and buffers and calls the steps in order; each
+/// kernel's Python lives in a module of its own (synth_step<k>.py, imported by model_new.py)
+/// with its own entry in the one kernel library (fused_elementwise_s<k>, fused_rows_s<k>).
+/// A run that reads a value whose recorded strides are not contiguous (a transpose's result)
+/// is refused: the kernels read their inputs contiguously.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "synth/graph.h"
+#include "synth/tuning.h"
+#include "util/status.h"
+
+namespace cuda_agent::synth {
+
+struct PipelineStep {
+  enum class Kind { kLibrary, kView, kKernel } kind = Kind::kKernel;
+  std::vector<int> ops;      // the graph's ops it computes, in order
+  std::vector<int> reads;    // kernel: the values it reads from outside the run, in order
+  std::vector<int> outputs;  // kernel: the values it makes that later steps or the task return
+};
+
+/// The steps of graph, or an InvalidArgument saying why it is no pipeline: it is one fused run
+/// alone (the whole-graph plans are for that), an op no step takes (pooling, cat), a run that
+/// reads a strided view, or a step whose torch call would compute (a reshape of a strided view
+/// copies it; torch.matmul of a vector is aten::mv). An item of a result that the current run
+/// makes (getitem of max's values) stays in the run.
+Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps);
+
+/// The run of ops of a kernel step as a graph of its own: the values it reads are its inputs
+/// (under their names in graph, as plain inputs), its outputs the step's.
+Graph step_graph(const Graph& graph, const PipelineStep& step);
+
+/// The candidate for graph on device: model_new.py, a synth_step<k>.py and a kernel source per
+/// kernel step, the default launch configuration of each; or an InvalidArgument naming the
+/// step no plan takes and why.
+Status synthesize_pipeline(const Graph& graph, const std::string& device, Candidate* candidate);
+
+}  // namespace cuda_agent::synth
