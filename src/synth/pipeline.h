@@ -9,8 +9,8 @@
 /// model_new.py holds the task's parameters and buffers and calls the steps in order; each
 /// kernel's Python lives in a module of its own (synth_step<k>.py, imported by model_new.py)
 /// with its own entry in the one kernel library (fused_elementwise_s<k>, fused_rows_s<k>).
-/// A run that reads a value whose recorded strides are not contiguous (a transpose's result)
-/// is refused: the kernels read their inputs contiguously.
+/// A strided view (by its recorded strides) that a kernel reads, or a reshape reshapes, is first
+/// copied into contiguous memory by a copy kernel of its own (strided_copy, synth_copy.py).
 #pragma once
 
 #include <string>
@@ -27,13 +27,16 @@ struct PipelineStep {
   std::vector<int> ops;      // the graph's ops it computes, in order
   std::vector<int> reads;    // kernel: the values it reads from outside the run, in order
   std::vector<int> outputs;  // kernel: the values it makes that later steps or the task return
+  // Of what it reads, the strided views (a transpose's result, an item of a chunk) that a copy
+  // kernel makes contiguous first: the fused kernels read their inputs contiguously, and a
+  // reshape of a strided view would copy it with torch compute.
+  std::vector<int> copied;
 };
 
 /// The steps of graph, or an InvalidArgument saying why it is no pipeline: it is one fused run
-/// alone (the whole-graph plans are for that), an op no step takes (pooling, cat), a run that
-/// reads a strided view, or a step whose torch call would compute (a reshape of a strided view
-/// copies it; torch.matmul of a vector is aten::mv). An item of a result that the current run
-/// makes (getitem of max's values) stays in the run.
+/// alone (the whole-graph plans are for that), an op no step takes (pooling, cat), or a step
+/// whose torch call would compute (torch.matmul of a vector is aten::mv). An item of a result
+/// that the current run makes (getitem of max's values) stays in the run.
 Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps);
 
 /// The run of ops of a kernel step as a graph of its own: the values it reads are its inputs

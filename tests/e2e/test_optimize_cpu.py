@@ -187,6 +187,9 @@ ROW_AND_REWRITE_TASKS = [
     ("level3/001_mlp_block.py", 8, "fused_rows_k1"),
     ("level2/029_linear_maxout_center.py", 8, "fused_rows_k2"),
     ("level2/035_conv_transpose2d_skip_add_clamp.py", 8, "fused_elementwise_k0"),
+    # Attention's heads put back together: a reshape of a transposed view, which the copy
+    # kernel makes contiguous first.
+    ("level3/002_transformer_encoder_block.py", 16, "strided_copy"),
 ]
 
 
