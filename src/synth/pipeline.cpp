@@ -212,6 +212,20 @@ std::string step_expression(const Graph& graph, const Op& op,
     keywords.push_back(key + "=" + python_argument(graph, value, copies, problem));
   }
   if (is_library(op)) {
+    // torch.matmul of a vector is aten::mv, no library GEMM to the guard: the vector as a
+    // one-column (or one-row) matrix makes it aten::mm, and a view drops that dim again.
+    if (op.name == "matmul" && args.size() == 2 && op.inputs.size() == 2) {
+      const auto rank = [&](int k) {
+        const auto& r = graph.values[op.inputs[k]].results;
+        return r.size() == 1 ? r[0].shape.size() : std::size_t{2};
+      };
+      if (rank(0) >= 2 && rank(1) == 1) {
+        return "torch.matmul(" + args[0] + ", " + args[1] + ".unsqueeze(-1)).squeeze(-1)";
+      }
+      if (rank(0) == 1 && rank(1) >= 2) {
+        return "torch.matmul(" + args[0] + ".unsqueeze(0), " + args[1] + ").squeeze(-2)";
+      }
+    }
     std::vector<std::string> all = args;
     all.insert(all.end(), keywords.begin(), keywords.end());
     return library_calls().at(op.name) + "(" + join(all, ", ") + ")";
@@ -250,13 +264,14 @@ bool reshapes_strided(const Graph& graph, const Op& op) {
   return source.size() == 1 && !is_contiguous(source[0]);
 }
 
-/// Why op, a library step, would not run as the torch call it becomes, or nullptr:
-/// torch.matmul of a vector is aten::mv, which is no library GEMM to the guard.
+/// Why op, a library step, would not run as the torch call it becomes, or nullptr: a dot
+/// product of two vectors is aten::dot, which is no library GEMM to the guard.
 const char* computes(const Graph& graph, const Op& op) {
-  if (op.name == "matmul") {
-    for (int input : op.inputs) {
-      const auto& r = graph.values[input].results;
-      if (r.size() == 1 && r[0].shape.size() < 2) return " of a vector runs as aten::mv";
+  if (op.name == "matmul" && op.inputs.size() == 2) {
+    const auto& a = graph.values[op.inputs[0]].results;
+    const auto& b = graph.values[op.inputs[1]].results;
+    if (a.size() == 1 && b.size() == 1 && a[0].shape.size() == 1 && b[0].shape.size() == 1) {
+      return " of two vectors runs as aten::dot";
     }
   }
   return nullptr;

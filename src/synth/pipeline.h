@@ -35,7 +35,7 @@ struct PipelineStep {
 
 /// The steps of graph, or an InvalidArgument saying why it is no pipeline: it is one fused run
 /// alone (the whole-graph plans are for that), an op no step takes (pooling, cat), or a step
-/// whose torch call would compute (torch.matmul of a vector is aten::mv). An item of a result
+/// whose torch call would compute (torch.matmul of two vectors is aten::dot). An item of a result
 /// that the current run makes (getitem of max's values) stays in the run.
 Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps);
 

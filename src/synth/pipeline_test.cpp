@@ -1,0 +1,249 @@
+#include "synth/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include "synth/graph_test_util.h"
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+using namespace testing;
+
+/// An MLP block: layer_norm(x + fc2(gelu(fc1(x)))) over (batch, tokens, width), hidden 4 x.
+json mlp_block(int batch, int tokens, int width) {
+  const int hidden = 4 * width;
+  return graph(
+      {tensor_input("p_fc1_weight", "parameter", {hidden, width}, "fc1.weight"),
+       tensor_input("p_fc1_bias", "parameter", {hidden}, "fc1.bias"),
+       tensor_input("p_fc2_weight", "parameter", {width, hidden}, "fc2.weight"),
+       tensor_input("p_fc2_bias", "parameter", {width}, "fc2.bias"),
+       tensor_input("p_norm_weight", "parameter", {width}, "norm.weight"),
+       tensor_input("p_norm_bias", "parameter", {width}, "norm.bias"),
+       tensor_input("x", "input", {batch, tokens, width})},
+      {node("linear", "aten.linear.default", {ref("x"), ref("p_fc1_weight"), ref("p_fc1_bias")},
+            {batch, tokens, hidden}),
+       node("gelu", "aten.gelu.default", {ref("linear")}, {batch, tokens, hidden}),
+       node("linear_1", "aten.linear.default",
+            {ref("gelu"), ref("p_fc2_weight"), ref("p_fc2_bias")}, {batch, tokens, width}),
+       node("add", "aten.add.Tensor", {ref("linear_1"), ref("x")}, {batch, tokens, width}),
+       node("layer_norm", "aten.layer_norm.default",
+            {ref("add"), json::array({width}), ref("p_norm_weight"), ref("p_norm_bias"), 1e-5},
+            {batch, tokens, width})},
+      {"layer_norm"});
+}
+
+TEST(Pipeline, LibraryStepsSplitTheGraphIntoFusedRuns) {
+  Graph g = read(mlp_block(2, 64, 32));
+  std::vector<PipelineStep> steps;
+  ASSERT_TRUE(plan_pipeline(g, &steps).ok());
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_EQ(steps[0].kind, PipelineStep::Kind::kLibrary);
+  EXPECT_EQ(steps[1].kind, PipelineStep::Kind::kKernel);
+  EXPECT_EQ(steps[2].kind, PipelineStep::Kind::kLibrary);
+  EXPECT_EQ(steps[3].kind, PipelineStep::Kind::kKernel);
+  // The second run reads the GEMM's result, the residual and the norm's weights, and makes
+  // the task's output; the first makes gelu, which the next GEMM reads.
+  std::vector<int> reads = {g.find("linear_1"), g.find("x"), g.find("p_norm_weight"),
+                            g.find("p_norm_bias")};
+  EXPECT_EQ(steps[3].reads, reads);
+  EXPECT_EQ(steps[3].outputs, std::vector<int>{g.find("layer_norm")});
+  EXPECT_EQ(steps[1].outputs, std::vector<int>{g.find("gelu")});
+
+  Graph run = step_graph(g, steps[3]);
+  EXPECT_EQ(run.ops.size(), 2u);
+  EXPECT_EQ(run.values[0].name, "linear_1");
+  EXPECT_EQ(run.values[0].kind, "input");
+  ASSERT_EQ(run.outputs.size(), 1u);
+  EXPECT_EQ(run.values[run.outputs[0]].name, "layer_norm");
+}
+
+TEST(Pipeline, TheCandidateCallsTheLibraryAndOneEntryPerKernel) {
+  for (const std::string device : {"cpu", "cuda"}) {
+    Candidate c;
+    Status s = synthesize_pipeline(read(mlp_block(2, 64, 32)), device, &c);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::string ext = device == "cuda" ? ".cu" : ".cpp";
+    ASSERT_TRUE(c.files.count("kernels/fused_elementwise_k0" + ext));
+    ASSERT_TRUE(c.files.count("kernels/fused_rows_k1" + ext));
+    ASSERT_TRUE(c.files.count("synth_kernel0.py"));
+    ASSERT_TRUE(c.files.count("synth_kernel1.py"));
+    const std::string& model = c.files["model_new.py"];
+    EXPECT_NE(model.find("v_linear = F.linear(x, self.fc1.weight, self.fc1.bias)"),
+              std::string::npos)
+        << model;
+    EXPECT_NE(model.find("v_gelu = self._kernels[0](v_linear)"), std::string::npos) << model;
+    EXPECT_NE(model.find("v_layer_norm = self._kernels[1](v_linear_1, x, self.norm.weight, "
+                         "self.norm.bias)"),
+              std::string::npos)
+        << model;
+    EXPECT_NE(model.find("self.fc2.weight = nn.Parameter("), std::string::npos) << model;
+    EXPECT_NE(model.find("return v_layer_norm"), std::string::npos) << model;
+    // Each kernel's entries carry its step's suffix, in the source and in its module alike.
+    const std::string& rows = c.files["kernels/fused_rows_k1" + ext];
+    EXPECT_NE(rows.find("int fused_rows_k1("), std::string::npos);
+    EXPECT_NE(rows.find("int fused_rows_k1_config("), std::string::npos);
+    EXPECT_EQ(rows.find("int fused_rows("), std::string::npos);
+    EXPECT_NE(c.files["synth_kernel1.py"].find("lib.bind(\"fused_rows_k1\""), std::string::npos);
+    EXPECT_NE(c.files["synth_kernel0.py"].find("lib.bind(\"fused_elementwise_k0\""),
+              std::string::npos);
+    EXPECT_EQ(c.configs.size(), 1u);
+  }
+}
+
+TEST(Pipeline, ItStillFiresOnAnotherShape) {
+  Candidate c;
+  Status s = synthesize_pipeline(read(mlp_block(3, 17, 48)), "cpu", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(c.files.count("kernels/fused_rows_k1.cpp"));
+}
+
+TEST(Pipeline, ConvolutionsAndViewsAreStepsOfTheirOwn) {
+  // conv2d -> flatten -> relu: the flatten is a view, the relu the kernel.
+  json doc = graph({tensor_input("p_w", "parameter", {8, 3, 3, 3}, "conv.weight"),
+                    tensor_input("x", "input", {2, 3, 16, 16})},
+                   {node("conv2d", "aten.conv2d.default",
+                         {ref("x"), ref("p_w"), nullptr, json::array({1, 1}), json::array({1, 1}),
+                          json::array({1, 1}), 1},
+                         {2, 8, 16, 16}),
+                    node("flatten", "aten.flatten.using_ints", {ref("conv2d"), 1, -1}, {2, 2048}),
+                    node("relu", "aten.relu.default", {ref("flatten")}, {2, 2048})},
+                   {"relu"});
+  Candidate c;
+  Status s = synthesize_pipeline(read(doc), "cpu", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::string& model = c.files["model_new.py"];
+  EXPECT_NE(model.find("v_conv2d = F.conv2d(x, self.conv.weight, None, [1, 1], [1, 1], [1, 1], 1)"),
+            std::string::npos)
+      << model;
+  EXPECT_NE(model.find("v_flatten = v_conv2d.flatten(1, -1)"), std::string::npos) << model;
+  EXPECT_NE(model.find("v_relu = self._kernels[0](v_flatten)"), std::string::npos) << model;
+}
+
+TEST(Pipeline, WhatNoStepTakesIsNamed) {
+  std::vector<PipelineStep> steps;
+  // One fused run alone: the one-kernel plans are for that.
+  json plain = graph({tensor_input("x", "input", {4, 8})},
+                     {node("relu", "aten.relu.default", {ref("x")}, {4, 8})}, {"relu"});
+  Status s = plan_pipeline(read(plain), &steps);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("one fused run"), std::string::npos) << s.message();
+
+  // A pooling op has no step.
+  json pooled =
+      graph({tensor_input("p_w", "parameter", {8, 3, 3, 3}, "conv.weight"),
+             tensor_input("x", "input", {2, 3, 16, 16})},
+            {node("conv2d", "aten.conv2d.default", {ref("x"), ref("p_w")}, {2, 8, 16, 16}),
+             node("max_pool2d", "aten.max_pool2d.default", {ref("conv2d"), json::array({2, 2})},
+                  {2, 8, 8, 8}),
+             node("relu", "aten.relu.default", {ref("max_pool2d")}, {2, 8, 8, 8})},
+            {"relu"});
+  s = plan_pipeline(read(pooled), &steps);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("aten.max_pool2d.default (pooling)"), std::string::npos)
+      << s.message();
+
+  // torch.matmul of two vectors is aten::dot, which the guard does not let through.
+  json dot = graph({tensor_input("u", "input", {32}), tensor_input("v", "input", {32})},
+                   {node("matmul", "aten.matmul.default", {ref("u"), ref("v")}, json::array()),
+                    node("relu", "aten.relu.default", {ref("matmul")}, json::array())},
+                   {"relu"});
+  s = plan_pipeline(read(dot), &steps);
+  EXPECT_NE(s.message().find("of two vectors runs as aten::dot"), std::string::npos) << s.message();
+}
+
+TEST(Pipeline, AMatrixTimesAVectorRunsAsAGemmOfOneColumn) {
+  json doc = graph({tensor_input("a", "input", {16, 32}), tensor_input("v", "input", {32})},
+                   {node("matmul", "aten.matmul.default", {ref("a"), ref("v")}, {16}),
+                    node("relu", "aten.relu.default", {ref("matmul")}, {16})},
+                   {"relu"});
+  Candidate c;
+  Status s = synthesize_pipeline(read(doc), "cpu", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_NE(c.files["model_new.py"].find("v_matmul = torch.matmul(a, v.unsqueeze(-1)).squeeze(-1)"),
+            std::string::npos)
+      << c.files["model_new.py"];
+}
+
+TEST(Pipeline, AStridedViewIsCopiedBeforeAKernelReadsItOrAReshapeReshapesIt) {
+  // mm -> t (strided) -> relu: the kernel reads a contiguous copy of t.
+  json doc = graph({tensor_input("a", "input", {16, 32}), tensor_input("b", "input", {32, 8})},
+                   {node("mm", "aten.mm.default", {ref("a"), ref("b")}, {16, 8}),
+                    node("t", "aten.t.default", {ref("mm")}, {8, 16}),
+                    node("relu", "aten.relu.default", {ref("t")}, {8, 16})},
+                   {"relu"});
+  doc["nodes"][1]["stride"] = json::array({1, 8});
+  for (const std::string device : {"cpu", "cuda"}) {
+    Candidate c;
+    Status s = synthesize_pipeline(read(doc), device, &c);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::string& model = c.files["model_new.py"];
+    EXPECT_NE(model.find("c_t = synth_copy.contiguous(v_t)\n"
+                         "        v_relu = self._kernels[0](c_t)"),
+              std::string::npos)
+        << model;
+    EXPECT_TRUE(c.files.count("synth_copy.py"));
+    EXPECT_TRUE(
+        c.files.count(device == "cuda" ? "kernels/strided_copy.cu" : "kernels/strided_copy.cpp"));
+  }
+  // Contiguous, no copy.
+  doc["nodes"][1]["stride"] = json::array({16, 1});
+  Candidate plain;
+  ASSERT_TRUE(synthesize_pipeline(read(doc), "cpu", &plain).ok());
+  EXPECT_FALSE(plain.files.count("synth_copy.py"));
+  EXPECT_EQ(plain.files["model_new.py"].find("synth_copy"), std::string::npos);
+
+  // A reshape of the strided view reshapes its copy.
+  json reshaped = graph({tensor_input("a", "input", {16, 32}), tensor_input("b", "input", {32, 8})},
+                        {node("mm", "aten.mm.default", {ref("a"), ref("b")}, {16, 8}),
+                         node("t", "aten.t.default", {ref("mm")}, {8, 16}),
+                         node("view", "aten.view.default", {ref("t"), json::array({128})}, {128}),
+                         node("relu", "aten.relu.default", {ref("view")}, {128})},
+                        {"relu"});
+  reshaped["nodes"][1]["stride"] = json::array({1, 8});
+  Candidate c;
+  ASSERT_TRUE(synthesize_pipeline(read(reshaped), "cpu", &c).ok());
+  EXPECT_NE(c.files["model_new.py"].find("c_t = synth_copy.contiguous(v_t)\n"
+                                         "        v_view = c_t.view([128])"),
+            std::string::npos)
+      << c.files["model_new.py"];
+}
+
+TEST(Pipeline, AnItemOfAResultTheRunMakesStaysInTheRun) {
+  // linear -> view -> max over the last dim -> its values -> minus their mean: the view is a
+  // step, max and the item it gives are one run with the rest.
+  json doc = graph(
+      {tensor_input("p_w", "parameter", {64, 32}, "fc.weight"),
+       tensor_input("x", "input", {8, 32})},
+      {node("linear", "aten.linear.default", {ref("x"), ref("p_w")}, {8, 64}),
+       node("view", "aten.view.default", {ref("linear"), json::array({8, 16, 4})}, {8, 16, 4}),
+       node("max", "aten.max.dim", {ref("view"), -1}, json::array({{8, 16}, {8, 16}}),
+            json::array({"float32", "int64"})),
+       node("getitem", "operator.getitem", {ref("max"), 0}, {8, 16}),
+       node("mean", "aten.mean.dim", {ref("getitem"), json::array({1}), true}, {8, 1}),
+       node("sub", "aten.sub.Tensor", {ref("getitem"), ref("mean")}, {8, 16})},
+      {"sub"});
+  std::vector<PipelineStep> steps;
+  Graph g = read(doc);
+  Status s = plan_pipeline(g, &steps);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[1].kind, PipelineStep::Kind::kView);
+  EXPECT_EQ(steps[2].ops.size(), 4u);
+  EXPECT_EQ(steps[2].reads, std::vector<int>{g.find("view")});
+
+  // No one plan takes a max over one dim and a mean over another: two kernels, the first
+  // making max's values, the second reading them.
+  Candidate c;
+  s = synthesize_pipeline(g, "cpu", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(c.files.count("kernels/fused_rows_k0.cpp"));
+  EXPECT_TRUE(c.files.count("kernels/fused_rows_k1.cpp"));
+  const std::string& model = c.files["model_new.py"];
+  EXPECT_NE(model.find("v_getitem = self._kernels[0](v_view)"), std::string::npos) << model;
+  EXPECT_NE(model.find("v_sub = self._kernels[1](v_getitem)"), std::string::npos) << model;
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
