@@ -1,28 +1,85 @@
 #include "synth/model_source.h"
 
+#include <algorithm>
+#include <cctype>
+#include <map>
 #include <set>
+#include <vector>
 
 namespace cuda_agent::synth {
 
+namespace {
+
+bool is_index(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(),
+                                      [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+/// The Python of an attribute path below self: "fc1.0.weight" -> "self.fc1[0].weight" (the
+/// items of an nn.ModuleList or nn.Sequential by index).
+std::string attribute_expression(const std::string& path) {
+  std::string expression = "self";
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
+    expression += is_index(part) ? "[" + part + "]" : "." + part;
+    if (dot == std::string::npos) return expression;
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
 std::string module_state_source(const Graph& graph) {
-  std::string init;
-  std::set<std::string> modules;
+  // The submodules the parameters and buffers lie in, and each one's children: a submodule
+  // whose children are all indices is an nn.ModuleList of that many, so that the state_dict's
+  // keys ("fc1.0.weight") come out the same.
+  std::vector<std::string> modules;
+  std::map<std::string, std::set<std::string>> children;
   for (const Value& v : graph.values) {
     if ((v.kind != "parameter" && v.kind != "buffer") || !v.view.empty()) continue;
-    std::string path = v.target, owner = "self";
-    for (std::size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.')) {
-      std::string child = owner + "." + path.substr(0, dot);
-      if (modules.insert(child).second) init += "        " + child + " = nn.Module()\n";
-      owner = child;
-      path = path.substr(dot + 1);
+    std::string owner;
+    for (std::size_t dot = v.target.find('.'); dot != std::string::npos;
+         dot = v.target.find('.', dot + 1)) {
+      const std::string module = v.target.substr(0, dot);
+      const std::string child = module.substr(owner.empty() ? 0 : owner.size() + 1);
+      if (!owner.empty()) children[owner].insert(child);
+      if (!children.count(module)) {
+        children[module];
+        modules.push_back(module);
+      }
+      owner = module;
     }
+  }
+  std::string init;
+  for (const std::string& module : modules) {
+    const std::string parent =
+        module.find('.') == std::string::npos ? "" : module.substr(0, module.rfind('.'));
+    if (!parent.empty() && is_index(module.substr(parent.size() + 1))) continue;  // a list item
+    const auto& kids = children[module];
+    const bool list = !kids.empty() && std::all_of(kids.begin(), kids.end(), is_index);
+    std::string made = "nn.Module()";
+    if (list) {
+      int count = 0;
+      for (const std::string& kid : kids) count = std::max(count, std::stoi(kid) + 1);
+      made = "nn.ModuleList([nn.Module() for _ in range(" + std::to_string(count) + ")])";
+    }
+    init += "        " + attribute_expression(module) + " = " + made + "\n";
+  }
+  for (const Value& v : graph.values) {
+    if ((v.kind != "parameter" && v.kind != "buffer") || !v.view.empty()) continue;
     std::string shape;
     for (auto d : v.results[0].shape) shape += std::to_string(d) + ", ";
     std::string tensor = "torch.empty((" + shape + "), dtype=torch." + v.results[0].dtype + ")";
+    const std::size_t dot = v.target.rfind('.');
+    const std::string owner =
+        dot == std::string::npos ? "self" : attribute_expression(v.target.substr(0, dot));
+    const std::string name = v.target.substr(dot == std::string::npos ? 0 : dot + 1);
     if (v.kind == "parameter") {
-      init += "        " + owner + "." + path + " = nn.Parameter(" + tensor + ")\n";
+      init += "        " + owner + "." + name + " = nn.Parameter(" + tensor + ")\n";
     } else {
-      init += "        " + owner + ".register_buffer(\"" + path + "\", " + tensor + ")\n";
+      init += "        " + owner + ".register_buffer(\"" + name + "\", " + tensor + ")\n";
     }
   }
   return init;
@@ -38,7 +95,7 @@ std::string forward_parameters(const Graph& graph) {
 
 std::string value_expression(const Value& value) {
   if (!value.view.empty()) return value.view;
-  return value.kind == "input" ? value.name : "self." + value.target;
+  return value.kind == "input" ? value.name : attribute_expression(value.target);
 }
 
 }  // namespace cuda_agent::synth

@@ -2,7 +2,9 @@
 /// convolutions: the graph becomes a pipeline of steps in its own order. Each GEMM and
 /// convolution is a library step (cuBLAS and cuDNN, through the torch calls the evaluator's
 /// guard allows: F.linear, torch.mm, torch.bmm, F.conv2d, ...), each view a Python step (view,
-/// transpose, getitem of a split, ...: no data moves), and each maximal run of the other ops
+/// transpose, getitem of a split, ...: no data moves; zeros_like, an allocation), each cat and
+/// stack a copy step (the pipeline's copy kernel writes each part into its slice of the
+/// result), and each maximal run of the other ops
 /// between them one fused kernel, planned by the elementwise or the row plan as if that run
 /// were a task of its own whose inputs are the values it reads from earlier steps.
 ///
@@ -23,7 +25,9 @@
 namespace cuda_agent::synth {
 
 struct PipelineStep {
-  enum class Kind { kLibrary, kView, kKernel } kind = Kind::kKernel;
+  // kLibrary: a GEMM or convolution; kView: a view, or an allocation (zeros_like); kCopy: a cat
+  // or stack through the copy kernel; kKernel: a run of ops fused into kernels.
+  enum class Kind { kLibrary, kView, kCopy, kKernel } kind = Kind::kKernel;
   std::vector<int> ops;      // the graph's ops it computes, in order
   std::vector<int> reads;    // kernel: the values it reads from outside the run, in order
   std::vector<int> outputs;  // kernel: the values it makes that later steps or the task return

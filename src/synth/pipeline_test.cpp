@@ -210,6 +210,55 @@ TEST(Pipeline, AStridedViewIsCopiedBeforeAKernelReadsItOrAReshapeReshapesIt) {
       << c.files["model_new.py"];
 }
 
+TEST(Pipeline, CatAndStackGoThroughTheCopyKernelAndZerosLikeIsAnAllocation) {
+  json doc =
+      graph({tensor_input("a", "input", {16, 32}), tensor_input("b", "input", {32, 8}),
+             tensor_input("x", "input", {16, 8})},
+            {node("mm", "aten.mm.default", {ref("a"), ref("b")}, {16, 8}),
+             node("cat", "aten.cat.default", {json::array({ref("mm"), ref("x")}), -1}, {16, 16}),
+             node("zeros_like", "aten.zeros_like.default", {ref("cat")}, {16, 16}),
+             node("add", "aten.add.Tensor", {ref("zeros_like"), ref("cat")}, {16, 16}),
+             node("relu", "aten.relu.default", {ref("add")}, {16, 16})},
+            {"relu"});
+  doc["nodes"][2]["kwargs"] = {{"pin_memory", false}};
+  Candidate c;
+  Status s = synthesize_pipeline(read(doc), "cpu", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::string& model = c.files["model_new.py"];
+  EXPECT_NE(model.find("v_cat = synth_copy.cat([v_mm, x], -1)"), std::string::npos) << model;
+  EXPECT_NE(model.find("v_zeros_like = torch.zeros_like(v_cat)"), std::string::npos) << model;
+  EXPECT_NE(model.find("v_relu = self._kernels[0](v_zeros_like, v_cat)"), std::string::npos)
+      << model;
+  EXPECT_TRUE(c.files.count("kernels/strided_copy.cpp"));
+  EXPECT_NE(c.files["synth_copy.py"].find("def stack("), std::string::npos);
+
+  // An allocation that asks for more than zeros of the same kind is no step.
+  doc["nodes"][2]["kwargs"] = {{"dtype", "torch.float16"}};
+  std::vector<PipelineStep> steps;
+  EXPECT_FALSE(plan_pipeline(read(doc), &steps).ok());
+}
+
+TEST(Pipeline, ParametersOfAModuleListKeepTheirKeys) {
+  // experts.0.weight and experts.1.weight: ModelNew holds an nn.ModuleList, so its state_dict
+  // has the task's keys and the reference's weights load.
+  json doc = graph({tensor_input("p_w0", "parameter", {8, 4}, "experts.0.weight"),
+                    tensor_input("p_w1", "parameter", {8, 4}, "experts.1.weight"),
+                    tensor_input("x", "input", {2, 4})},
+                   {node("linear", "aten.linear.default", {ref("x"), ref("p_w0")}, {2, 8}),
+                    node("linear_1", "aten.linear.default", {ref("x"), ref("p_w1")}, {2, 8}),
+                    node("add", "aten.add.Tensor", {ref("linear"), ref("linear_1")}, {2, 8})},
+                   {"add"});
+  Candidate c;
+  Status s = synthesize_pipeline(read(doc), "cpu", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::string& model = c.files["model_new.py"];
+  EXPECT_NE(model.find("self.experts = nn.ModuleList([nn.Module() for _ in range(2)])"),
+            std::string::npos)
+      << model;
+  EXPECT_NE(model.find("self.experts[1].weight = nn.Parameter("), std::string::npos) << model;
+  EXPECT_NE(model.find("F.linear(x, self.experts[1].weight)"), std::string::npos) << model;
+}
+
 TEST(Pipeline, AnItemOfAResultTheRunMakesStaysInTheRun) {
   // linear -> view -> max over the last dim -> its values -> minus their mean: the view is a
   // step, max and the item it gives are one run with the rest.
