@@ -11,6 +11,7 @@ timing_load.json.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -107,6 +108,7 @@ def main() -> None:
     for r in rows:
         print(f"{r['impl']:10} {r['load']:4} {r['median_us']:10.1f} {r['p10_us']:8.1f} "
               f"{r['p90_us']:8.1f} {r['host_minus_device_us']:16.1f}")
+    shutil.rmtree(work, ignore_errors=True)  # the input sets: tens of GB at full size
     out = results_dir() / "timing_load.json"
     out.write_text(json.dumps({"task": str(task), "prepare": prepared["phases"], "rows": rows},
                               indent=1))
