@@ -183,10 +183,9 @@ ROW_AND_REWRITE_TASKS = [
     ("level1/045_smooth_l1_per_sample.py", 64, "fused_rows"),
     # Pipelines: GEMMs and convolutions through the library, fused kernels between them. An MLP
     # block (gelu between the GEMMs, residual and layer norm after); a maxout, whose max over
-    # one dim and mean over another take two kernels; a transposed convolution's epilogue.
+    # one dim and mean over another take two kernels.
     ("level3/001_mlp_block.py", 8, "fused_rows_k1"),
     ("level2/029_linear_maxout_center.py", 8, "fused_rows_k2"),
-    ("level2/035_conv_transpose2d_skip_add_clamp.py", 8, "fused_elementwise_k0"),
     # Attention's heads put back together: a reshape of a transposed view, which the copy
     # kernel makes contiguous first.
     ("level3/002_transformer_encoder_block.py", 16, "strided_copy"),
