@@ -43,6 +43,7 @@ def draw_child(task_path: str, sets: int) -> dict:
     import torch
 
     sys.path.insert(0, str(HARNESS))
+    sys.modules.pop("common", None)  # bench/common.py, imported at the top, has the same name
     import common  # the harness's own copy path
 
     task = load_task(task_path)
