@@ -95,3 +95,22 @@ def print_table(headers: list[str], rows: list[list]) -> None:
     print("  ".join("-" * w for w in widths))
     for row in cells:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+
+
+def build_candidate(task: Path, work: Path, arch: str) -> tuple[Path, Path]:
+    """The synthesizer's model_new.py and kernels/ for task (`optimize --stage compile`, no
+    tuning) in work/episode, built with nvcc into work/libkernels.so."""
+    workspace = work / "episode"
+    made = subprocess.run([binary(), "optimize", str(task), "--device", "cuda", "--workspace",
+                           str(workspace), "--stage", "compile", "--tune", "off", "--json"],
+                          text=True, capture_output=True)
+    if made.returncode != 0:
+        raise SystemExit(f"the synthesizer wrote no candidate: {made.stderr[-2000:]}")
+    lib = work / "libkernels.so"
+    sources = sorted(str(p) for p in (workspace / "kernels").glob("*.cu"))
+    built = subprocess.run(["nvcc", "-O3", "-std=c++17", f"-arch={arch}", "-shared",
+                            "-Xcompiler", "-fPIC", "-o", str(lib), *sources],
+                           text=True, capture_output=True)
+    if built.returncode != 0:
+        raise SystemExit(f"nvcc failed: {built.stderr[-2000:]}")
+    return workspace, lib

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, binary, results_dir
+from common import ROOT, build_candidate, results_dir
 
 HARNESS = ROOT / "harness"
 
@@ -32,24 +32,6 @@ def harness(script: str, args: list[str], report: Path) -> dict:
     if not result.get("ok"):
         raise SystemExit(f"{script} failed: {json.dumps(result)[:2000]}")
     return result
-
-
-def build_candidate(task: Path, work: Path, arch: str) -> tuple[Path, Path]:
-    """The synthesizer's model_new.py and kernels/ for task, built with nvcc."""
-    workspace = work / "episode"
-    made = subprocess.run([binary(), "optimize", str(task), "--device", "cuda", "--workspace",
-                           str(workspace), "--stage", "compile", "--tune", "off", "--json"],
-                          text=True, capture_output=True)
-    if made.returncode != 0:
-        raise SystemExit(f"the synthesizer wrote no candidate: {made.stderr[-2000:]}")
-    lib = work / "libkernels.so"
-    sources = sorted(str(p) for p in (workspace / "kernels").glob("*.cu"))
-    built = subprocess.run(["nvcc", "-O3", "-std=c++17", f"-arch={arch}", "-shared",
-                            "-Xcompiler", "-fPIC", "-o", str(lib), *sources],
-                           text=True, capture_output=True)
-    if built.returncode != 0:
-        raise SystemExit(f"nvcc failed: {built.stderr[-2000:]}")
-    return workspace, lib
 
 
 def busy(count: int) -> list[subprocess.Popen]:

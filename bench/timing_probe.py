@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, binary, results_dir
+from common import ROOT, build_candidate, results_dir
 
 HARNESS = ROOT / "harness"
 
@@ -153,23 +153,6 @@ def timing_child(task_path: str, workspace: str, lib: str, calls: int) -> dict:
                     del out, inputs
             results[regime] = {name: statistics.median(t) for name, t in times.items()}
     return results
-
-
-def build_candidate(task: Path, work: Path, arch: str) -> tuple[Path, Path]:
-    workspace = work / "episode"
-    made = subprocess.run([binary(), "optimize", str(task), "--device", "cuda", "--workspace",
-                           str(workspace), "--stage", "compile", "--tune", "off"],
-                          text=True, capture_output=True)
-    if made.returncode != 0:
-        raise SystemExit(f"the synthesizer wrote no candidate: {made.stderr[-2000:]}")
-    lib = work / "libkernels.so"
-    sources = sorted(str(p) for p in (workspace / "kernels").glob("*.cu"))
-    built = subprocess.run(["nvcc", "-O3", "-std=c++17", f"-arch={arch}", "-shared",
-                            "-Xcompiler", "-fPIC", "-o", str(lib), *sources],
-                           text=True, capture_output=True)
-    if built.returncode != 0:
-        raise SystemExit(f"nvcc failed: {built.stderr[-2000:]}")
-    return workspace, lib
 
 
 def child(args: list[str], env: dict | None = None) -> dict:
