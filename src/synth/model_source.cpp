@@ -54,11 +54,11 @@ std::string module_state_source(const Graph& graph) {
   }
   std::string init;
   for (const std::string& module : modules) {
-    const std::string parent =
-        module.find('.') == std::string::npos ? "" : module.substr(0, module.rfind('.'));
-    if (!parent.empty() && is_index(module.substr(parent.size() + 1))) continue;  // a list item
     const auto& kids = children[module];
     const bool list = !kids.empty() && std::all_of(kids.begin(), kids.end(), is_index);
+    const std::size_t dot = module.rfind('.');
+    const bool item = dot != std::string::npos && is_index(module.substr(dot + 1));
+    if (item && !list) continue;  // the nn.Module its list was made with
     std::string made = "nn.Module()";
     if (list) {
       int count = 0;

@@ -516,8 +516,7 @@ Status synthesize_pipeline(const Graph& graph, const std::string& device, Candid
       copies[value] = name;
     }
   };
-  for (std::size_t k = 0; k < steps.size(); ++k) {
-    const PipelineStep& step = steps[k];
+  for (const PipelineStep& step : steps) {
     if (step.kind != PipelineStep::Kind::kKernel) {
       const Op& op = graph.ops[step.ops[0]];
       copy(step.copied);

@@ -257,6 +257,19 @@ TEST(Pipeline, ParametersOfAModuleListKeepTheirKeys) {
       << model;
   EXPECT_NE(model.find("self.experts[1].weight = nn.Parameter("), std::string::npos) << model;
   EXPECT_NE(model.find("F.linear(x, self.experts[1].weight)"), std::string::npos) << model;
+
+  // A list of lists (blocks.0.1.weight): the inner list replaces the item the outer made.
+  doc["inputs"][0]["target"] = "blocks.0.1.weight";
+  doc["inputs"][1]["target"] = "blocks.1.0.weight";
+  Candidate nested;
+  ASSERT_TRUE(synthesize_pipeline(read(doc), "cpu", &nested).ok());
+  const std::string& lists = nested.files["model_new.py"];
+  EXPECT_NE(lists.find("self.blocks = nn.ModuleList([nn.Module() for _ in range(2)])\n"
+                       "        self.blocks[0] = nn.ModuleList([nn.Module() for _ in range(2)])\n"
+                       "        self.blocks[1] = nn.ModuleList([nn.Module() for _ in range(1)])"),
+            std::string::npos)
+      << lists;
+  EXPECT_NE(lists.find("self.blocks[0][1].weight = nn.Parameter("), std::string::npos) << lists;
 }
 
 TEST(Pipeline, AnItemOfAResultTheRunMakesStaysInTheRun) {
