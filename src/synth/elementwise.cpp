@@ -119,9 +119,9 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
             missing = true;
             continue;
           }
-          if (input.results.size() != 1 || !is_float_dtype(input.results[0].dtype)) {
+          if (input.results.size() != 1 || !is_input_dtype(input.results[0].dtype)) {
             problems.push_back("input " + input.name +
-                               " is not one float32, bfloat16 or float16 tensor");
+                               " is not one float32, bfloat16, float16 or bool tensor");
             missing = true;
             continue;
           }

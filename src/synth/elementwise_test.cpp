@@ -245,6 +245,24 @@ TEST(SynthElementwise, LossesWithoutAReductionAreElementwiseAndReducedOnesAreNam
   EXPECT_NE(s.message().find("with a reduction"), std::string::npos) << s.message();
 }
 
+TEST(SynthElementwise, WhereSelectsByABoolConditionAndKeepsTheOperandsExact) {
+  // where(cond, x, 0.5) on bfloat16: a selection is exact, so it is rounded like the ops
+  // around it, and the condition, a bool tensor, is read as 1 or 0.
+  json doc = in_bfloat16(graph(
+      {tensor_input("x", "input", {8, 16}), tensor_input("cond", "input", {8, 16})},
+      {node("where", "aten.where.ScalarOther", {ref("cond"), ref("x"), 0.5}, {8, 16})}, {"where"}));
+  doc["inputs"][1]["dtype"] = "bool";
+  Graph g = read(doc);
+  ElementwisePlan plan;
+  Status s = plan_elementwise(g, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.input_dtypes, (std::vector<std::string>{"bool", "bfloat16"}));
+  ASSERT_EQ(plan.lines.size(), 1u);
+  EXPECT_EQ(plan.lines[0], "const float v0 = sa_round_bfloat16((in0 != 0.0f ? in1 : 0.5f));");
+  EXPECT_NE(elementwise_kernel_source(plan, "cuda").find("const bool* __restrict__ in0_data"),
+            std::string::npos);
+}
+
 TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
   json doc = affine_chain(64, 32);
   doc["nodes"].push_back(

@@ -1,5 +1,6 @@
 #include "synth/expression.h"
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -10,6 +11,8 @@ namespace cuda_agent::synth {
 using nlohmann::json;
 
 std::string literal(double v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
   char buffer[48];
   std::snprintf(buffer, sizeof buffer, "%.9g", v);
   std::string s = buffer;
@@ -26,8 +29,21 @@ const json& argument(const Op& op, std::size_t index, const char* name) {
 
 namespace {
 
+/// A scalar argument as capture records it: a JSON number, or "inf", "-inf" or "nan" (which
+/// JSON has no number for).
+bool is_scalar(const json& value) {
+  if (value.is_number()) return true;
+  if (!value.is_string()) return false;
+  const auto& s = value.get_ref<const std::string&>();
+  return s == "inf" || s == "-inf" || s == "nan";
+}
+
 double number(const json& value, double fallback) {
-  return value.is_number() ? value.get<double>() : fallback;
+  if (value.is_number()) return value.get<double>();
+  if (!is_scalar(value)) return fallback;
+  const auto& s = value.get_ref<const std::string&>();
+  if (s == "nan") return std::nan("");
+  return s == "inf" ? HUGE_VAL : -HUGE_VAL;
 }
 
 /// How each op's per-element expression is written, from its operands' expressions.
@@ -40,7 +56,7 @@ struct Writer {
   std::string operand(std::size_t index, const char* name) const {
     if (index < operands.size() && !operands[index].empty()) return operands[index];
     const json& value = argument(op, index, name);
-    if (value.is_number()) return literal(value.get<double>());
+    if (is_scalar(value)) return literal(number(value, 0));
     if (value.is_boolean()) return value.get<bool>() ? "1.0f" : "0.0f";
     *problem =
         op.target + " argument " + std::to_string(index) + " is neither a tensor nor a number";
@@ -180,6 +196,17 @@ const std::map<std::string, Rule>& rules() {
        [](const Writer& w) {
          return "(" + w.operand(0, "self") + " * " + w.operand(1, "other") + ")";
        }},
+      // A bool tensor reads as 1.0f or 0.0f (sa_load), so a condition is a comparison with 0.
+      {"where",
+       [](const Writer& w) {
+         return "(" + w.operand(0, "condition") + " != 0.0f ? " + w.operand(1, "self") + " : " +
+                w.operand(2, "other") + ")";
+       }},
+      {"masked_fill",
+       [](const Writer& w) {
+         return "(" + w.operand(1, "mask") + " != 0.0f ? " + w.operand(2, "value") + " : " +
+                w.operand(0, "self") + ")";
+       }},
       // Losses with reduction "none" (0) are elementwise; a reduced loss is left to the plans
       // (torch's default, 1, is the mean).
       {"smooth_l1_loss",
@@ -223,9 +250,12 @@ bool is_float_dtype(const std::string& dtype) {
   return dtype == "float32" || dtype == "bfloat16" || dtype == "float16";
 }
 
+bool is_input_dtype(const std::string& dtype) { return is_float_dtype(dtype) || dtype == "bool"; }
+
 std::string element_type(const std::string& dtype) {
   if (dtype == "bfloat16") return "sa_bf16";
   if (dtype == "float16") return "sa_f16";
+  if (dtype == "bool") return "bool";
   return "float";
 }
 
@@ -291,6 +321,15 @@ const char* const kCudaVectorHelpers =
     "SA_FN void sa_store4(sa_f16* p, const float* v) { sa_store4_16(p, v); }\n"
     "SA_FN void sa_store8(sa_bf16* p, const float* v) { sa_store8_16(p, v); }\n"
     "SA_FN void sa_store8(sa_f16* p, const float* v) { sa_store8_16(p, v); }\n"
+    "// Four or eight bools (one byte each) as one 32- or 64-bit word.\n"
+    "SA_FN void sa_unbytes(uint32_t w, float* v) {\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 4; ++i) v[i] = ((w >> (8 * i)) & 0xFFu) ? 1.0f : 0.0f;\n}\n"
+    "SA_FN void sa_load4(const bool* p, float* v) {\n"
+    "  sa_unbytes(*reinterpret_cast<const uint32_t*>(p), v);\n}\n"
+    "SA_FN void sa_load8(const bool* p, float* v) {\n"
+    "  const uint2 x = *reinterpret_cast<const uint2*>(p);\n"
+    "  sa_unbytes(x.x, v);\n  sa_unbytes(x.y, v + 4);\n}\n"
     "template <int V, class T> SA_FN void sa_load_v(const T* p, float* v) {\n"
     "  if (V == 8) sa_load8(p, v);\n"
     "  else if (V == 4) sa_load4(p, v);\n"
@@ -328,7 +367,8 @@ std::string dtype_helpers(const std::string& device) {
   std::string common =
       "SA_FN float sa_load(float x) { return x; }\n"
       "SA_FN void sa_store(float* p, float x) { *p = x; }\n"
-      "SA_FN void sa_store(int64_t* p, int64_t x) { *p = x; }\n";
+      "SA_FN void sa_store(int64_t* p, int64_t x) { *p = x; }\n"
+      "SA_FN float sa_load(bool x) { return x ? 1.0f : 0.0f; }\n";
   if (device == "cuda") {
     return "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
            "typedef __nv_bfloat16 sa_bf16;\ntypedef __half sa_f16;\n" +
@@ -373,8 +413,9 @@ std::string dtype_helpers(const std::string& device) {
 bool is_elementwise_op(const std::string& base_name) { return rules().count(base_name) > 0; }
 
 bool rounds_exactly(const Op& op) {
-  static const std::set<std::string> selections = {
-      "relu", "relu6", "abs", "neg", "clamp", "clamp_min", "clamp_max", "hardtanh", "square"};
+  static const std::set<std::string> selections = {"relu",   "relu6",     "abs",        "neg",
+                                                   "clamp",  "clamp_min", "clamp_max",  "hardtanh",
+                                                   "square", "where",     "masked_fill"};
   static const std::set<std::string> arithmetic = {"add", "sub",  "rsub",
                                                    "mul", "sqrt", "leaky_relu"};
   if (selections.count(op.name)) return true;

@@ -168,8 +168,8 @@ class Planner {
   bool read_input(int value, const std::vector<int>& dims, Info* info) {
     const Value& v = graph_.values[value];
     const TensorType* t = tensor_of(value);
-    if (!t || !is_float_dtype(t->dtype)) {
-      return refuse("input " + v.name + " is not one float32, bfloat16 or float16 tensor");
+    if (!t || !is_input_dtype(t->dtype)) {
+      return refuse("input " + v.name + " is not one float32, bfloat16, float16 or bool tensor");
     }
     bool per_element = false, per_row = false;
     std::vector<bool> covered(p_.rank, false);  // the dims of F along which it varies

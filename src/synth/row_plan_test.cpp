@@ -444,6 +444,36 @@ TEST(SynthRowPlan, AWeightHeldForRunsOf4TakesTheWalksThatRead4AtATime) {
   EXPECT_NE(configs[0].label.find("threads x"), std::string::npos) << configs[0].label;
 }
 
+TEST(SynthRowPlan, ACausalMaskIsABoolInputAndMaskedScoresAreMinusInfinity) {
+  // softmax(scores.masked_fill(mask, -inf)): the bool mask (seq, seq) is read along each row as
+  // 1 or 0, and capture's "-inf" (JSON has no infinity) is the literal INFINITY, negated.
+  json mask = tensor_input("b_mask", "buffer", {6, 6}, "causal_mask");
+  mask["dtype"] = "bool";
+  Graph g = read(graph(
+      {mask, tensor_input("scores", "input", {4, 6, 6})},
+      {node("fill", "aten.masked_fill.Scalar", {ref("scores"), ref("b_mask"), "-inf"}, {4, 6, 6}),
+       node("softmax", "aten.softmax.int", {ref("fill"), -1}, {4, 6, 6})},
+      {"softmax"}));
+  RowPlan plan;
+  Status s = plan_rows(g, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(plan.inputs.size(), 2u);
+  const auto mask_input = std::find_if(plan.inputs.begin(), plan.inputs.end(),
+                                       [&](const RowInput& in) { return in.dtype == "bool"; });
+  ASSERT_NE(mask_input, plan.inputs.end());
+  EXPECT_EQ(g.values[mask_input->value].name, "b_mask");
+  EXPECT_TRUE(mask_input->per_element);
+  const auto fill = std::find_if(plan.lines.begin(), plan.lines.end(), [](const RowLine& l) {
+    return l.text.find("!= 0.0f ? (-INFINITY) : ") != std::string::npos;
+  });
+  EXPECT_NE(fill, plan.lines.end());
+  for (const char* device : {"cpu", "cuda"}) {
+    const std::string source = row_kernel_source(plan, device);
+    EXPECT_NE(source.find("const bool* __restrict__ in"), std::string::npos) << device;
+    EXPECT_NE(source.find("float sa_load(bool x)"), std::string::npos) << device;
+  }
+}
+
 TEST(SynthRowPlan, ReductionsOverDifferentDimsAreRefusedWithTheReason) {
   Graph g = read(graph({tensor_input("x", "input", {8, 16})},
                        {node("s0", "aten.sum.dim_IntList", {ref("x"), {1}, true}, {8, 1}),

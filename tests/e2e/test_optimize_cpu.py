@@ -189,6 +189,9 @@ ROW_AND_REWRITE_TASKS = [
     # Attention's heads put back together: a reshape of a transposed view, which the copy
     # kernel makes contiguous first.
     ("level3/002_transformer_encoder_block.py", 16, "strided_copy"),
+    # A causal mask, a bool buffer, filling the scores with -inf before the softmax; rotary
+    # embeddings' halves negated and put back together by the copy kernel.
+    ("level3/003_llama_decoder_block_fp16.py", 16, "fused_rows_k8"),
 ]
 
 
