@@ -1,6 +1,7 @@
 #include "synth/rewrite.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <tuple>
 
@@ -278,6 +279,166 @@ bool rewrite_batch_norm_eval(Graph* g, std::vector<AppliedRewrite>* applied) {
     replace_op(g, k, ops);
     applied->push_back({"batch_norm_eval", made.name + ": batch_norm in eval mode is a "
                                                        "per-channel affine map of its input"});
+    return true;
+  }
+  return false;
+}
+
+/// The ops that replace one op of a graph, each making a new value named after the replaced
+/// one and of its dtype; finish() makes the last of them make the replaced op's own value, so
+/// whatever read it reads their result.
+class Decomposition {
+ public:
+  Decomposition(Graph* g, std::size_t k) : g_(g), k_(k), made_(g->values[g->ops[k].value]) {}
+
+  /// A new op of target over args, making a value of shape; its argument for the next op.
+  json emit(const std::string& target, json args, std::vector<std::int64_t> shape) {
+    Op next = make_op(*g_, target, std::move(args));
+    Value v;
+    v.name = made_.name + "_" + next.name + std::to_string(ops_.size());
+    v.kind = "op";
+    v.results = {TensorType{std::move(shape), {}, made_.results[0].dtype}};
+    g_->values.push_back(v);
+    next.value = static_cast<int>(g_->values.size()) - 1;
+    ops_.push_back(next);
+    return value_argument(v.name);
+  }
+
+  void finish() {
+    g_->values.pop_back();
+    ops_.back().value = g_->ops[k_].value;
+    replace_op(g_, k_, ops_);
+  }
+
+ private:
+  Graph* g_;
+  std::size_t k_;
+  const Value made_;
+  std::vector<Op> ops_;
+};
+
+/// The value argument `name` of op names, or -1.
+int value_operand(const Graph& g, const Op& op, std::size_t index, const char* name) {
+  const json& a = argument(op, index, name);
+  return a.is_object() && a.contains("ref") ? g.find(a["ref"].get<std::string>()) : -1;
+}
+
+/// The one float tensor type of value v, or null.
+const TensorType* float_tensor(const Graph& g, int v) {
+  if (v < 0 || g.values[v].results.size() != 1) return nullptr;
+  const TensorType& t = g.values[v].results[0];
+  return is_float_dtype(t.dtype) ? &t : nullptr;
+}
+
+/// A number argument (a default where absent), or NaN where it is something else.
+double number_argument(const Op& op, std::size_t index, const char* name, double fallback) {
+  const json& a = argument(op, index, name);
+  if (a.is_null()) return fallback;
+  return a.is_number() ? a.get<double>() : std::nan("");
+}
+
+/// shape without dim.
+std::vector<std::int64_t> reduced(std::vector<std::int64_t> shape, std::size_t dim) {
+  shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(dim));
+  return shape;
+}
+
+/// pairwise_distance(x1, x2, p, eps) of two tensors of one shape: torch's norm of
+/// x1 - x2 + eps over the last dim, as ops of d.
+json pairwise_distance(Decomposition* d, int x1, int x2, double p, double eps, bool keepdim,
+                       const Graph& g) {
+  const std::vector<std::int64_t> shape = g.values[x1].results[0].shape;
+  const std::size_t last = shape.size() - 1;
+  std::vector<std::int64_t> out = reduced(shape, last);
+  if (keepdim) out.insert(out.end(), 1);
+  const json diff = d->emit(
+      "aten.sub.Tensor",
+      json::array({value_argument(g.values[x1].name), value_argument(g.values[x2].name)}), shape);
+  const json shifted = d->emit("aten.add.Tensor", json::array({diff, eps}), shape);
+  return d->emit("aten.linalg_vector_norm.default",
+                 json::array({shifted, p, json::array({static_cast<std::int64_t>(last)}), keepdim}),
+                 out);
+}
+
+/// Distances and similarities that aten keeps as one op, written as the products, sums and
+/// norms they are, which the row plan fuses into one pass over each row:
+///   cosine_similarity(x1, x2, dim, eps) = sum(x1 * x2) / (max(|x1|, eps) * max(|x2|, eps)),
+///   as torch divides each by its norm clamped at eps before the product's sum;
+///   pairwise_distance(x1, x2, p, eps) = |x1 - x2 + eps|_p over the last dim;
+///   triplet_margin_loss = max(margin + d(a, pos) - d(a, neg), 0) of pairwise distances (the
+///   second the smaller of d(a, neg) and d(pos, neg) with swap), then its mean or sum.
+/// Each needs its tensors of one float shape (no broadcast between them).
+bool rewrite_distances(Graph* g, std::vector<AppliedRewrite>* applied) {
+  for (std::size_t k = 0; k < g->ops.size(); ++k) {
+    const Op op = g->ops[k];  // a copy: values and ops change below
+    const std::string& n = op.name;
+    if (n != "cosine_similarity" && n != "pairwise_distance" && n != "triplet_margin_loss")
+      continue;
+    const int operands = n == "triplet_margin_loss" ? 3 : 2;
+    std::vector<int> x;
+    static const char* const kNames[2][3] = {{"x1", "x2", ""}, {"anchor", "positive", "negative"}};
+    for (int i = 0; i < operands; ++i)
+      x.push_back(value_operand(*g, op, i, kNames[operands == 3][i]));
+    const TensorType* t = float_tensor(*g, x[0]);
+    bool fits = t && !t->shape.empty() && float_tensor(*g, op.value);
+    for (int v : x) fits = fits && float_tensor(*g, v) && float_tensor(*g, v)->shape == t->shape;
+    if (!fits) continue;
+    const std::vector<std::int64_t> shape = t->shape;
+    const auto rank = static_cast<std::int64_t>(shape.size());
+    Decomposition d(g, k);
+    const auto name = [&](int v) { return value_argument(g->values[v].name); };
+    if (n == "cosine_similarity") {
+      const json& dim_arg = argument(op, 2, "dim");
+      std::int64_t dim = dim_arg.is_number_integer() ? dim_arg.get<std::int64_t>() : 1;
+      dim = dim < 0 ? dim + rank : dim;
+      const double eps = number_argument(op, 3, "eps", 1e-8);
+      if (dim < 0 || dim >= rank || std::isnan(eps)) continue;
+      const std::vector<std::int64_t> out = reduced(shape, static_cast<std::size_t>(dim));
+      const json dims = json::array({dim});
+      const json product = d.emit("aten.mul.Tensor", json::array({name(x[0]), name(x[1])}), shape);
+      const json dot = d.emit("aten.sum.dim_IntList", json::array({product, dims, false}), out);
+      json norms[2];
+      for (int i = 0; i < 2; ++i) {
+        const json norm = d.emit("aten.linalg_vector_norm.default",
+                                 json::array({name(x[i]), 2, dims, false}), out);
+        norms[i] = d.emit("aten.clamp_min.default", json::array({norm, eps}), out);
+      }
+      const json denominator = d.emit("aten.mul.Tensor", json::array({norms[0], norms[1]}), out);
+      d.emit("aten.div.Tensor", json::array({dot, denominator}), out);
+    } else if (n == "pairwise_distance") {
+      const double p = number_argument(op, 2, "p", 2), eps = number_argument(op, 3, "eps", 1e-6);
+      const json& keepdim = argument(op, 4, "keepdim");
+      if (std::isnan(p) || std::isnan(eps) || !(keepdim.is_null() || keepdim.is_boolean()))
+        continue;
+      pairwise_distance(&d, x[0], x[1], p, eps, keepdim.is_boolean() && keepdim.get<bool>(), *g);
+    } else {
+      const double margin = number_argument(op, 3, "margin", 1), p = number_argument(op, 4, "p", 2),
+                   eps = number_argument(op, 5, "eps", 1e-6);
+      const json& swap = argument(op, 6, "swap");
+      const json& reduction = argument(op, 7, "reduction");
+      const std::int64_t mode = reduction.is_null()             ? 1
+                                : reduction.is_number_integer() ? reduction.get<std::int64_t>()
+                                                                : -1;
+      if (std::isnan(margin) || std::isnan(p) || std::isnan(eps) || mode < 0 || mode > 2 ||
+          !(swap.is_null() || swap.is_boolean()) || rank < 2) {
+        continue;
+      }
+      const std::vector<std::int64_t> out = reduced(shape, shape.size() - 1);
+      const json positive = pairwise_distance(&d, x[0], x[1], p, eps, false, *g);
+      json negative = pairwise_distance(&d, x[0], x[2], p, eps, false, *g);
+      if (swap.is_boolean() && swap.get<bool>()) {
+        const json swapped = pairwise_distance(&d, x[1], x[2], p, eps, false, *g);
+        negative = d.emit("aten.minimum.default", json::array({negative, swapped}), out);
+      }
+      const json shifted = d.emit("aten.add.Tensor", json::array({positive, margin}), out);
+      const json gap = d.emit("aten.sub.Tensor", json::array({shifted, negative}), out);
+      const json loss = d.emit("aten.clamp_min.default", json::array({gap, 0.0}), out);
+      if (mode != 0)
+        d.emit(mode == 1 ? "aten.mean.default" : "aten.sum.default", json::array({loss}), {});
+    }
+    const std::string made = g->values[op.value].name;
+    d.finish();
+    applied->push_back({"distance", made + ": " + n + " as the sums and norms it is made of"});
     return true;
   }
   return false;
@@ -655,9 +816,9 @@ bool rewrite_identity_broadcast(Graph* g, std::vector<AppliedRewrite>* applied) 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
   while (rewrite_diag_matmul(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
-         rewrite_library_ops(graph, &applied) || rewrite_group_norm(graph, &applied) ||
-         rewrite_input_views(graph, &applied) || rewrite_identity_broadcast(graph, &applied) ||
-         remove_dead_ops(graph, &applied)) {
+         rewrite_distances(graph, &applied) || rewrite_library_ops(graph, &applied) ||
+         rewrite_group_norm(graph, &applied) || rewrite_input_views(graph, &applied) ||
+         rewrite_identity_broadcast(graph, &applied) || remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

@@ -15,6 +15,9 @@
 ///   - group_norm: group_norm in G groups is an instance norm of x viewed (N, G, C / G, ...) and
 ///     the affine map by its weight and bias viewed (G, C / G, 1, ...); the other ops follow into
 ///     that view and ModelNew views the outputs back (Graph::output_view);
+///   - distance: cosine_similarity, pairwise_distance and triplet_margin_loss, which aten keeps
+///     as one op each, become the products, sums, norms and hinge they are made of, so that the
+///     row plan reads each row once for all of its sums (cosine: x1.x2, |x1|^2, |x2|^2);
 ///   - identity_broadcast: getitem k of broadcast_tensors is operand k where the broadcast
 ///     leaves its shape as it is.
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
@@ -28,8 +31,8 @@
 namespace cuda_agent::synth {
 
 struct AppliedRewrite {
-  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "input_view", "library_op",
-                       // "group_norm", "identity_broadcast"
+  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "distance", "input_view",
+                       // "library_op", "group_norm", "identity_broadcast"
   std::string detail;  // what it changed, for a person
 };
 

@@ -6,6 +6,7 @@
 
 #include "synth/graph_test_util.h"
 #include "synth/model_source.h"
+#include "synth/row_plan.h"
 
 namespace cuda_agent::synth {
 namespace {
@@ -376,6 +377,84 @@ TEST(SynthRewrite, ABroadcastThatExpandsATensorIsLeftAlone) {
   const Op& loss = g.ops[g.ops.size() - 2];
   EXPECT_EQ(g.values[loss.inputs[0]].name, "pred");
   EXPECT_EQ(g.values[loss.inputs[1]].name, "g1");
+}
+
+/// 1 - cosine_similarity(x1, x2, dim) of two (rows, cols) tensors, x2's shape as given.
+Graph cosine_loss(int rows, int cols, json x2_shape, json dim) {
+  json args = {ref("x1"), ref("x2")};
+  if (!dim.is_null()) args.push_back(dim);
+  const int out = dim == 0 ? cols : rows;
+  return read(
+      graph({tensor_input("x1", "input", {rows, cols}), tensor_input("x2", "input", x2_shape)},
+            {node("cos", "aten.cosine_similarity.default", args, {out}),
+             node("rsub", "aten.rsub.Scalar", {ref("cos"), 1.0}, {out})},
+            {"rsub"}));
+}
+
+TEST(SynthRewrite, CosineSimilarityIsADotProductOverClampedNormsOfOneRow) {
+  for (auto [rows, cols] : {std::pair{64, 512}, std::pair{5, 3}}) {  // a perturbed shape too
+    Graph g = cosine_loss(rows, cols, {rows, cols}, nullptr);
+    auto applied = rewrite_graph(&g);
+    ASSERT_FALSE(applied.empty());
+    EXPECT_EQ(applied[0].name, "distance");
+    EXPECT_EQ(op_names(g),
+              (std::vector<std::string>{"mul", "sum", "linalg_vector_norm", "clamp_min",
+                                        "linalg_vector_norm", "clamp_min", "mul", "div", "rsub"}));
+    // Every reduction is over dim 1, torch's default, and its eps is torch's.
+    EXPECT_EQ(g.ops[1].args[1], json::array({1}));
+    EXPECT_EQ(g.ops[2].args[2], json::array({1}));
+    EXPECT_EQ(g.ops[3].args[1], 1e-8);
+    // The division makes the similarity's own value, which the rsub still reads.
+    EXPECT_EQ(g.values[g.ops[7].value].name, "cos");
+    EXPECT_EQ(g.values[g.ops[7].value].results[0].shape, (std::vector<std::int64_t>{rows}));
+    // One pass over each pair of rows: the dot product and both squared norms together.
+    RowPlan plan;
+    Status s = plan_rows(g, &plan);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(plan.passes, 1);
+    EXPECT_EQ(plan.accumulators.size(), 3u);
+  }
+  Graph over_rows = cosine_loss(6, 4, {6, 4}, -2);
+  rewrite_graph(&over_rows);
+  EXPECT_EQ(over_rows.ops[1].args[1], json::array({0}));
+  EXPECT_EQ(over_rows.values[over_rows.ops[1].value].results[0].shape,
+            (std::vector<std::int64_t>{4}));
+}
+
+TEST(SynthRewrite, ACosineSimilarityOfABroadcastIsLeftAlone) {
+  // x2 of one row against every row of x1: the norm of x2 would be taken before the broadcast.
+  Graph g = cosine_loss(8, 16, {1, 16}, nullptr);
+  rewrite_graph(&g);
+  EXPECT_EQ(op_names(g), (std::vector<std::string>{"cosine_similarity", "rsub"}));
+}
+
+TEST(SynthRewrite, TripletMarginLossIsTwoPairwiseDistancesAndAHinge) {
+  auto triplet = [](bool swap, int reduction) {
+    json inputs = json::array();
+    for (const char* n : {"a", "p", "n"}) inputs.push_back(tensor_input(n, "input", {32, 7}));
+    return read(graph(inputs,
+                      {node("loss", "aten.triplet_margin_loss.default",
+                            {ref("a"), ref("p"), ref("n"), 0.5, 2.0, 1e-6, swap, reduction},
+                            reduction == 0 ? json::array({32}) : json::array())},
+                      {"loss"}));
+  };
+  Graph g = triplet(false, 0);
+  rewrite_graph(&g);
+  EXPECT_EQ(op_names(g),
+            (std::vector<std::string>{"sub", "add", "linalg_vector_norm", "sub", "add",
+                                      "linalg_vector_norm", "add", "sub", "clamp_min"}));
+  EXPECT_EQ(g.ops[1].args[1], 1e-6);              // eps on each difference
+  EXPECT_EQ(g.ops[2].args[2], json::array({1}));  // the last dim
+  EXPECT_EQ(g.ops[6].args[1], 0.5);               // the margin
+  EXPECT_EQ(g.values[g.outputs[0]].name, "loss");
+
+  Graph swapped = triplet(true, 1);  // d(p, n) may be the nearer negative; then the mean
+  rewrite_graph(&swapped);
+  const std::vector<std::string> names = op_names(swapped);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "linalg_vector_norm"), 3);
+  EXPECT_EQ(names[names.size() - 3], "sub");
+  EXPECT_EQ(names.back(), "mean");
+  EXPECT_NE(std::find(names.begin(), names.end(), "minimum"), names.end());
 }
 
 }  // namespace

@@ -181,6 +181,9 @@ ROW_AND_REWRITE_TASKS = [
     ("level2/034_conv2d_groupnorm_scale.py", 48, "fused_rows"),
     # A loss without a reduction, of a broadcast that leaves its operands as they are.
     ("level1/045_smooth_l1_per_sample.py", 64, "fused_rows"),
+    # Distances aten keeps whole, as the sums and norms they are: one pass over each row.
+    ("level1/047_cosine_similarity_loss.py", 64, "fused_rows"),
+    ("level1/048_triplet_margin_per_sample.py", 64, "fused_rows"),
     # Pipelines: GEMMs and convolutions through the library, fused kernels between them. An MLP
     # block (gelu between the GEMMs, residual and layer norm after); a maxout, whose max over
     # one dim and mean over another take two kernels.
