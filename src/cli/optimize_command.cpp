@@ -21,6 +21,7 @@
 #include "synth/capture.h"
 #include "synth/elementwise.h"
 #include "synth/pipeline.h"
+#include "synth/pool_plan.h"
 #include "synth/rewrite.h"
 #include "synth/row_plan.h"
 #include "task/task.h"
@@ -308,32 +309,36 @@ int OptimizeCommand::run(const std::string& store_path) {
     note("rewrite: " + rewrite.name + ": " + rewrite.detail);
   }
   // The plans in order, the first that takes the whole graph writes the candidate: one fused
-  // kernel (elementwise, then rows), else a pipeline of library GEMMs and convolutions with
-  // fused kernels between them.
+  // kernel (elementwise, rows, pooling), else a pipeline of library GEMMs and convolutions
+  // with fused kernels between them.
+  using Synthesize = Status (*)(const synth::Graph&, const std::string&, synth::Candidate*);
+  static const std::pair<const char*, Synthesize> kPlans[] = {
+      {"one fused elementwise kernel", synth::synthesize_elementwise},
+      {"one fused row kernel", synth::synthesize_rows},
+      {"one fused pooling kernel", synth::synthesize_pool},
+      {"a pipeline", synth::synthesize_pipeline}};
   synth::Candidate candidate;
   std::string made;
-  Status elementwise = synth::synthesize_elementwise(graph, a.eval.device, &candidate);
-  if (elementwise.ok()) {
-    made = "one fused elementwise kernel for " + std::to_string(graph.ops.size()) + " ops";
-  } else {
+  std::vector<std::string> refusals;
+  for (const auto& [what, synthesize] : kPlans) {
     candidate = {};
-    Status rows = synth::synthesize_rows(graph, a.eval.device, &candidate);
-    if (rows.ok()) {
-      made = "one fused row kernel for " + std::to_string(graph.ops.size()) + " ops";
-    } else {
-      candidate = {};
-      Status pipeline = synth::synthesize_pipeline(graph, a.eval.device, &candidate);
-      if (!pipeline.ok()) {
-        return fail(Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " +
-                                            elementwise.message() + "\n" + rows.message() + "\n" +
-                                            pipeline.message()));
-      }
+    Status s = synthesize(graph, a.eval.device, &candidate);
+    if (!s.ok()) {
+      refusals.push_back(s.message());
+      continue;
+    }
+    made = std::string(what) + " for " + std::to_string(graph.ops.size()) + " ops";
+    if (synthesize == synth::synthesize_pipeline) {
       std::size_t sources = 0;  // the fused kernels', and the copy kernel's where it is needed
       for (const auto& file : candidate.files) sources += file.first.rfind("kernels/", 0) == 0;
-      made = "a pipeline for " + std::to_string(graph.ops.size()) +
-             " ops: GEMMs and convolutions through the library, " + std::to_string(sources) +
-             " kernel source(s) for the rest";
+      made += ": GEMMs and convolutions through the library, " + std::to_string(sources) +
+              " kernel source(s) for the rest";
     }
+    break;
+  }
+  if (made.empty()) {
+    return fail(Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " +
+                                        join(refusals, "\n")));
   }
   note("synthesize: " + made);
 

@@ -7,6 +7,7 @@
 
 #include "synth/elementwise.h"
 #include "synth/model_source.h"
+#include "synth/pool_plan.h"
 #include "synth/row_plan.h"
 #include "util/hash.h"
 #include "util/text.h"
@@ -380,7 +381,12 @@ Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::stri
   kernel->entry = "fused_rows";
   Status rows = synthesize_rows(sub, device, &kernel->files);
   if (rows.ok()) return rows;
-  return Status::InvalidArgument(elementwise.message() + "; " + rows.message());
+  kernel->files = {};
+  kernel->entry = "fused_pool";
+  Status pool = synthesize_pool(sub, device, &kernel->files);
+  if (pool.ok()) return pool;
+  return Status::InvalidArgument(elementwise.message() + "; " + rows.message() + "; " +
+                                 pool.message());
 }
 
 /// text with every whole-word use of the entry's name given a suffix: the kernel's extern "C"
@@ -388,7 +394,8 @@ Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::stri
 std::string renamed(const std::string& text, const std::string& entry, const std::string& suffix) {
   static const std::map<std::string, std::regex> patterns = {
       {"fused_elementwise", std::regex(R"(\bfused_elementwise(?=\b|_config\b))")},
-      {"fused_rows", std::regex(R"(\bfused_rows(?=\b|_config\b))")}};
+      {"fused_rows", std::regex(R"(\bfused_rows(?=\b|_config\b))")},
+      {"fused_pool", std::regex(R"(\bfused_pool(?=\b|_config\b))")}};
   return std::regex_replace(text, patterns.at(entry), entry + suffix);
 }
 
@@ -445,8 +452,8 @@ Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
       steps->push_back(std::move(step));
       continue;
     }
-    if (op.op_class == OpClass::kUnsupported || op.op_class == OpClass::kPooling ||
-        op.op_class == OpClass::kGemm || op.op_class == OpClass::kConvolution) {
+    if (op.op_class == OpClass::kUnsupported || op.op_class == OpClass::kGemm ||
+        op.op_class == OpClass::kConvolution) {
       problems.push_back(op.target + " (" + op_class_name(op.op_class) + ") fits no step");
       continue;
     }

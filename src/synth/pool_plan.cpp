@@ -1,0 +1,597 @@
+#include "synth/pool_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "synth/expression.h"
+#include "synth/model_source.h"
+#include "util/hash.h"
+#include "util/text.h"
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+std::string n(std::size_t k) { return std::to_string(k); }
+
+/// The kind of pooling of an op's base name, and its number of spatial dims; "" for none.
+std::pair<std::string, int> pooling_of(const std::string& name) {
+  for (const char* kind : {"adaptive_avg", "max", "avg"}) {
+    const std::string prefix = std::string(kind) + "_pool";
+    if (name.size() == prefix.size() + 2 && name.compare(0, prefix.size(), prefix) == 0 &&
+        name.back() == 'd' && name[prefix.size()] >= '1' && name[prefix.size()] <= '3') {
+      return {kind, name[prefix.size()] - '0'};
+    }
+  }
+  return {"", 0};
+}
+
+/// Whether shape, aligned to target's last dims, is 1 or target's size in each dim.
+bool broadcasts_to(const std::vector<std::int64_t>& shape,
+                   const std::vector<std::int64_t>& target) {
+  if (shape.size() > target.size()) return false;
+  const std::size_t offset = target.size() - shape.size();
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] != 1 && shape[k] != target[offset + k]) return false;
+  }
+  return true;
+}
+
+/// The op's window argument at index: spatial sizes, from a list of that many or of one (for
+/// every dim), or a bare int; `fallback` where it is absent, an empty list where it may be
+/// (stride: the kernel's). Empty where it is something else.
+std::vector<std::int64_t> window_argument(const Op& op, std::size_t index, const char* name,
+                                          int spatial, std::vector<std::int64_t> fallback) {
+  const json& a = argument(op, index, name);
+  std::vector<std::int64_t> sizes;
+  if (a.is_null() || (a.is_array() && a.empty())) return fallback;
+  if (a.is_number_integer()) return std::vector<std::int64_t>(spatial, a.get<std::int64_t>());
+  if (!a.is_array()) return {};
+  for (const json& v : a) {
+    if (!v.is_number_integer()) return {};
+    sizes.push_back(v.get<std::int64_t>());
+  }
+  if (sizes.size() == 1) sizes.assign(spatial, sizes[0]);
+  if (static_cast<int>(sizes.size()) != spatial) return {};
+  return sizes;
+}
+
+/// The sizes of (D, H, W) from a spatial list: 1 (or `missing`) before it.
+std::vector<std::int64_t> in_dhw(const std::vector<std::int64_t>& sizes, std::int64_t missing) {
+  std::vector<std::int64_t> out(3 - sizes.size(), missing);
+  out.insert(out.end(), sizes.begin(), sizes.end());
+  return out;
+}
+
+/// Reads the pooling op's window into plan; a problem for anything else.
+bool read_window(const Op& op, int rank, PoolPlan* plan, std::vector<std::string>* problems) {
+  const int s = plan->spatial;
+  if (rank != s + 1 && rank != s + 2) {
+    problems->push_back(op.target + " of a rank-" + n(rank) + " tensor");
+    return false;
+  }
+  plan->leading = rank - s;
+  if (plan->kind == "adaptive_avg") {
+    const std::vector<std::int64_t> size = window_argument(op, 1, "output_size", s, {});
+    if (size.empty() || *std::min_element(size.begin(), size.end()) < 1) {
+      problems->push_back(op.target + " without an output size of positive ints");
+      return false;
+    }
+    plan->output_size = in_dhw(size, 1);
+    return true;
+  }
+  const std::vector<std::int64_t> kernel = window_argument(op, 1, "kernel_size", s, {});
+  const std::vector<std::int64_t> stride = window_argument(op, 2, "stride", s, kernel);
+  const std::vector<std::int64_t> padding =
+      window_argument(op, 3, "padding", s, std::vector<std::int64_t>(s, 0));
+  std::vector<std::int64_t> dilation(s, 1);
+  std::size_t flags = 4;  // the index of ceil_mode; avg's count_include_pad and divisor follow
+  if (plan->kind == "max") {
+    dilation = window_argument(op, 4, "dilation", s, dilation);
+    flags = 5;
+  }
+  if (kernel.empty() || stride.empty() || padding.empty() || dilation.empty()) {
+    problems->push_back(op.target + " with a window that is not lists of ints");
+    return false;
+  }
+  for (int d = 0; d < s; ++d) {
+    if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1 || padding[d] < 0 ||
+        2 * padding[d] > kernel[d]) {
+      problems->push_back(op.target + " with a window torch refuses");
+      return false;
+    }
+  }
+  plan->kernel = in_dhw(kernel, 1);
+  plan->stride = in_dhw(stride, 1);
+  plan->padding = in_dhw(padding, 0);
+  plan->dilation = in_dhw(dilation, 1);
+  const json& ceil_mode = argument(op, flags, "ceil_mode");
+  if (!ceil_mode.is_null() && !ceil_mode.is_boolean()) {
+    problems->push_back(op.target + " with a ceil_mode that is not a bool");
+    return false;
+  }
+  plan->ceil_mode = ceil_mode.is_boolean() && ceil_mode.get<bool>();
+  if (plan->kind == "avg") {
+    const json& include = argument(op, flags + 1, "count_include_pad");
+    const json& divisor = argument(op, flags + 2, "divisor_override");
+    if ((!include.is_null() && !include.is_boolean()) ||
+        (!divisor.is_null() && !(divisor.is_number_integer() && divisor.get<std::int64_t>() > 0))) {
+      problems->push_back(op.target + " with a count_include_pad or divisor it cannot take");
+      return false;
+    }
+    plan->count_include_pad = !include.is_boolean() || include.get<bool>();
+    plan->divisor = divisor.is_null() ? 0 : divisor.get<std::int64_t>();
+  }
+  return true;
+}
+
+/// One side of the pooling: the elementwise ops before it (on each element a window reads) or
+/// after it (on each pooled value), written as lines of float expressions.
+class Side {
+ public:
+  Side(const Graph& graph, PoolPlan* plan, bool after, std::vector<std::string>* problems)
+      : graph_(graph), plan_(plan), after_(after), problems_(problems) {}
+
+  /// The variable of value on this side: an op's, or an input read at this side's positions.
+  bool operand(int value, const std::vector<std::int64_t>& shape, std::string* variable) {
+    if (auto it = variable_.find(value); it != variable_.end()) {
+      *variable = it->second;
+      return true;
+    }
+    const Value& v = graph_.values[value];
+    if (v.kind == "op") {
+      problems_->push_back(graph_.ops[v.op].target + " is on the other side of the pooling");
+      return false;
+    }
+    if (v.results.size() != 1 || !is_input_dtype(v.results[0].dtype)) {
+      problems_->push_back("input " + v.name +
+                           " is not one float32, bfloat16, float16 or bool tensor");
+      return false;
+    }
+    if (!broadcasts_to(v.results[0].shape, shape)) {
+      problems_->push_back("input " + v.name + " does not broadcast to the " +
+                           (after_ ? "pooled" : "pooling's input") + " shape");
+      return false;
+    }
+    *variable = "in" + n(plan_->inputs.size());
+    plan_->inputs.push_back({value, after_, v.results[0].dtype});
+    variable_[value] = *variable;
+    return true;
+  }
+
+  /// The pooled value, on the after side.
+  void define(int value, const std::string& variable, bool exact) {
+    variable_[value] = variable;
+    if (!exact) inexact_.insert(value);
+  }
+
+  bool add(const Op& op, const std::vector<std::int64_t>& shape) {
+    const Value& v = graph_.values[op.value];
+    if (!is_elementwise_op(op.name)) {
+      problems_->push_back(op.target + " is not an elementwise op the pooling kernel fuses");
+      return false;
+    }
+    if (v.results.size() != 1 || !is_float_dtype(v.results[0].dtype) ||
+        !broadcasts_to(v.results[0].shape, shape)) {
+      problems_->push_back(op.target + " does not make one float tensor of the " +
+                           (after_ ? "pooled" : "pooling's input") + " shape");
+      return false;
+    }
+    std::vector<std::string> operands;
+    bool exact = rounds_exactly(op);
+    for (std::size_t i = 0; op.args.is_array() && i < op.args.size(); ++i) {
+      const json& a = op.args[i];
+      std::string variable;
+      if (a.is_object() && a.contains("ref")) {
+        const int value = graph_.find(a["ref"].get<std::string>());
+        if (!operand(value, shape, &variable)) return false;
+        exact = exact && !inexact_.count(value);
+      }
+      operands.push_back(variable);
+    }
+    std::string problem;
+    std::string expression = elementwise_expression(op, operands, &problem);
+    if (!problem.empty()) {
+      problems_->push_back(problem);
+      return false;
+    }
+    if (exact) {
+      expression = rounded(expression, v.results[0].dtype);
+    } else {
+      inexact_.insert(op.value);
+    }
+    auto& lines = after_ ? plan_->after : plan_->before;
+    const std::string name = (after_ ? "a" : "b") + n(lines.size());
+    lines.push_back("const float " + name + " = " + expression + ";");
+    variable_[op.value] = name;
+    plan_->ops.push_back(op.name);
+    return true;
+  }
+
+  bool exact(int value) const { return !inexact_.count(value); }
+
+ private:
+  const Graph& graph_;
+  PoolPlan* plan_;
+  bool after_;
+  std::vector<std::string>* problems_;
+  std::map<int, std::string> variable_;
+  std::set<int> inexact_;
+};
+
+/// The values op reads, transitively, back to the graph's inputs.
+std::set<int> ancestors(const Graph& graph, int value) {
+  std::set<int> seen;
+  std::vector<int> todo{value};
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second || graph.values[v].kind != "op") continue;
+    for (int input : graph.ops[graph.values[v].op].inputs) todo.push_back(input);
+  }
+  return seen;
+}
+
+}  // namespace
+
+Status plan_pool(const Graph& graph, PoolPlan* plan) {
+  PoolPlan p;
+  std::vector<std::string> problems;
+  int pool = -1;  // the pooling op's index
+  for (std::size_t k = 0; k < graph.ops.size(); ++k) {
+    if (pooling_of(graph.ops[k].name).first.empty()) continue;
+    if (pool >= 0) {
+      problems.push_back("it pools twice (" + graph.ops[pool].target + ", " + graph.ops[k].target +
+                         ")");
+    }
+    pool = static_cast<int>(k);
+  }
+  if (pool < 0) return Status::InvalidArgument("no pooling plan: the graph pools nothing");
+  if (graph.outputs.size() != 1) {
+    problems.push_back("it returns " + n(graph.outputs.size()) + " values, not one");
+  }
+  const Op& op = graph.ops[pool];
+  std::tie(p.kind, p.spatial) = pooling_of(op.name);
+  const Value& source = graph.values[op.inputs.empty() ? 0 : op.inputs[0]];
+  const Value& pooled = graph.values[op.value];
+  if (op.inputs.empty() || source.results.size() != 1 || pooled.results.size() != 1 ||
+      !is_float_dtype(pooled.results[0].dtype)) {
+    problems.push_back(op.target + " does not pool one float tensor into one");
+  }
+  if (!problems.empty()) {
+    return Status::InvalidArgument("no pooling plan:\n  " + join(problems, "\n  "));
+  }
+  const std::vector<std::int64_t>& in_shape = source.results[0].shape;
+  p.output_shape = pooled.results[0].shape;
+  p.pool_dtype = pooled.results[0].dtype;
+  read_window(op, static_cast<int>(in_shape.size()), &p, &problems);
+
+  // Ops before the pooling make its operand; every op after it reads what the pooling makes.
+  const std::set<int> before = ancestors(graph, op.inputs[0]);
+  Side in_side(graph, &p, false, &problems), out_side(graph, &p, true, &problems);
+  for (std::size_t k = 0; k < graph.ops.size() && problems.empty(); ++k) {
+    const Op& other = graph.ops[k];
+    if (static_cast<int>(k) == pool) {
+      if (!in_side.operand(op.inputs[0], in_shape, &p.pooled)) break;
+      p.pooled_exact = in_side.exact(op.inputs[0]);
+      // A maximum of exact values is one of them; an average is summed in another order.
+      const bool exact = p.kind == "max" && p.pooled_exact;
+      out_side.define(op.value, exact ? rounded("pooled", p.pool_dtype) : "pooled", exact);
+    } else if (static_cast<int>(k) < pool) {
+      if (!before.count(other.value)) {
+        problems.push_back(other.target + " does not lead to the pooling");
+        continue;
+      }
+      in_side.add(other, in_shape);
+    } else {
+      out_side.add(other, p.output_shape);
+    }
+  }
+  if (problems.empty()) {
+    const int out = graph.outputs[0];
+    const Value& result = graph.values[out];
+    if (result.kind != "op" || result.results.size() != 1 ||
+        result.results[0].shape != p.output_shape || (out != op.value && result.op < pool)) {
+      problems.push_back("its output is not the pooled shape, made after the pooling");
+    } else {
+      std::string variable;
+      out_side.operand(out, p.output_shape, &variable);
+      p.result = variable;
+      p.output_dtype = result.results[0].dtype;
+    }
+  }
+  if (!problems.empty()) {
+    return Status::InvalidArgument("no pooling plan:\n  " + join(problems, "\n  "));
+  }
+  p.ops.insert(p.ops.begin() + static_cast<std::ptrdiff_t>(p.before.size()), op.name);
+  *plan = std::move(p);
+  return Status::OK();
+}
+
+namespace {
+
+/// The input's element at position (n, c, d, h, w) of its side.
+std::string offset(std::size_t k, const char* d, const char* h, const char* w) {
+  const std::string in = "in" + n(k);
+  return "n * " + in + "_sn + c * " + in + "_sc + " + d + " * " + in + "_sd + " + h + " * " + in +
+         "_sh + " + w + " * " + in + "_sw";
+}
+
+/// The loads of the inputs of one side, at its position.
+std::string loads(const PoolPlan& plan, bool after, const std::string& indent) {
+  std::string s;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    if (plan.inputs[k].after != after) continue;
+    s += indent + "const float in" + n(k) + " = sa_load(in" + n(k) + "_data[" +
+         (after ? offset(k, "od", "oh", "ow") : offset(k, "d", "h", "w")) + "]);\n";
+  }
+  return s;
+}
+
+/// The body for output element o, the same for both backends.
+std::string body(const PoolPlan& plan) {
+  const auto c = [](std::int64_t v) { return std::to_string(v); };
+  std::string s =
+      "    Ix t = o;\n"
+      "    const Ix ow = t % OW; t /= OW;\n"
+      "    const Ix oh = t % OH; t /= OH;\n"
+      "    const Ix od = t % OD; t /= OD;\n"
+      "    const Ix c = t % C, n = t / C;\n";
+  std::string element = loads(plan, false, "          ");
+  for (const std::string& line : plan.before) element += "          " + line + "\n";
+  const char* dims[3] = {"d", "h", "w"};
+  const char* outs[3] = {"od", "oh", "ow"};
+  const char* sizes[3] = {"ID", "IH", "IW"};
+  const char* out_sizes[3] = {"OD", "OH", "OW"};
+  std::string loops, close;
+  if (plan.kind == "max") {
+    s += "    float pooled = -INFINITY;\n";
+    for (int d = 0; d < 3; ++d) {
+      const std::string x = dims[d];
+      s += "    const Ix " + x + "0 = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
+           c(plan.padding[d]) + ";\n";
+      loops += std::string(4 + 2 * d, ' ') + "for (Ix k" + x + " = 0; k" + x + " < " +
+               c(plan.kernel[d]) + "; ++k" + x + ") {\n" + std::string(6 + 2 * d, ' ') +
+               "const Ix " + x + " = " + x + "0 + k" + x + " * " + c(plan.dilation[d]) + ";\n" +
+               std::string(6 + 2 * d, ' ') + "if (" + x + " < 0 || " + x + " >= " + sizes[d] +
+               ") continue;\n";
+      close = std::string(4 + 2 * d, ' ') + "}\n" + close;
+    }
+    // torch's rule: a larger value or a NaN replaces the maximum, so a NaN in the window stays.
+    s += loops + element + "          if (" + plan.pooled + " > pooled || " + plan.pooled +
+         " != " + plan.pooled + ") pooled = " + plan.pooled + ";\n" + close;
+  } else {
+    s += "    float sum = 0.0f;\n";
+    for (int d = 0; d < 3; ++d) {
+      const std::string x = dims[d];
+      if (plan.kind == "adaptive_avg") {
+        // torch's adaptive windows: [floor(o * I / O), ceil((o + 1) * I / O)).
+        s += "    const Ix " + x + "0 = (" + outs[d] + " * " + sizes[d] + ") / " + out_sizes[d] +
+             ", " + x + "1 = ((" + outs[d] + " + 1) * " + sizes[d] + " + " + out_sizes[d] +
+             " - 1) / " + out_sizes[d] + ";\n";
+      } else {
+        // The window clipped to the padded input, whose size counts padding; then to the input.
+        s += "    Ix " + x + "0 = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
+             c(plan.padding[d]) + ";\n    Ix " + x + "1 = " + x + "0 + " + c(plan.kernel[d]) +
+             " < " + sizes[d] + " + " + c(plan.padding[d]) + " ? " + x + "0 + " +
+             c(plan.kernel[d]) + " : " + sizes[d] + " + " + c(plan.padding[d]) + ";\n";
+      }
+      loops += std::string(4 + 2 * d, ' ') + "for (Ix " + x + " = " + x + "0; " + x + " < " + x +
+               "1; ++" + x + ") {\n";
+      close = std::string(4 + 2 * d, ' ') + "}\n" + close;
+    }
+    std::string count = "(d1 - d0) * (h1 - h0) * (w1 - w0)";
+    if (plan.kind == "avg") {
+      s += "    const Ix padded = " + count + ";\n";
+      for (int d = 0; d < 3; ++d) {
+        const std::string x = dims[d];
+        s += "    " + x + "0 = " + x + "0 > 0 ? " + x + "0 : 0;\n    " + x + "1 = " + x + "1 < " +
+             sizes[d] + " ? " + x + "1 : " + sizes[d] + ";\n";
+      }
+      if (plan.divisor > 0) {
+        count = c(plan.divisor);
+      } else if (plan.count_include_pad) {
+        count = "padded";
+      }
+    }
+    s += loops + element + "          sum += " + plan.pooled + ";\n" + close;
+    s += "    const float pooled = sum / (float)(" + count + ");\n";
+  }
+  s += loads(plan, true, "    ");
+  for (const std::string& line : plan.after) s += "    " + line + "\n";
+  s += "    sa_store(out + o, " + rounded(plan.result, plan.output_dtype) + ");\n";
+  return s;
+}
+
+}  // namespace
+
+std::string pool_kernel_source(const PoolPlan& plan, const std::string& device) {
+  const bool cuda = device == "cuda";
+  std::string params, args, widest;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    params +=
+        "const " + element_type(plan.inputs[k].dtype) + "* __restrict__ in" + n(k) + "_data, ";
+    args += "in" + n(k) + "_data, ";
+  }
+  params += element_type(plan.output_dtype) +
+            "* __restrict__ out, int64_t N, int64_t C, int64_t ID, int64_t IH, int64_t IW, "
+            "int64_t OD, int64_t OH, int64_t OW";
+  args += "out, N, C, ID, IH, IW, OD, OH, OW";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    const std::string in = "in" + n(k);
+    for (const char* d : {"sn", "sc", "sd", "sh", "sw"}) {
+      params += ", int64_t " + in + "_" + d;
+      args += ", " + in + "_" + d;
+    }
+    const char* o = plan.inputs[k].after ? "O" : "I";
+    widest += "  reach = sa_max64(reach, (N - 1) * " + in + "_sn + (C - 1) * " + in + "_sc + (" +
+              o + "D - 1) * " + in + "_sd + (" + o + "H - 1) * " + in + "_sh + (" + o +
+              "W - 1) * " + in + "_sw);\n";
+  }
+  std::string source = "// Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
+                       " in one kernel, a thread an output element walking its window.\n"
+                       "#include <math.h>\n#include <stdint.h>\n";
+  const std::string helpers = dtype_helpers(device) + kExpressionHelpers;
+  if (cuda) {
+    // Indices of type Ix: int32_t where every element and offset fits, which spares each thread
+    // 64-bit divisions.
+    std::string kernel_params = params;
+    for (std::size_t at = 0; (at = kernel_params.find("int64_t ", at)) != std::string::npos;)
+      kernel_params.replace(at, 8, "Ix ");
+    source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n" +
+              helpers + kCudaGridHelper +
+              "\ntemplate <class Ix>\n"
+              "static __global__ void __launch_bounds__(512) fused_pool_kernel(" +
+              kernel_params +
+              ") {\n"
+              "  const Ix total = N * C * OD * OH * OW;\n"
+              "  for (Ix o = (Ix)blockIdx.x * (Ix)blockDim.x + (Ix)threadIdx.x; o < total;\n"
+              "       o += (Ix)gridDim.x * (Ix)blockDim.x) {\n" +
+              body(plan) +
+              "  }\n}\n\n"
+              "// The launch configuration model_new.py chose: 128 << config threads a block, or\n"
+              "// -1: 256.\n"
+              "static int sa_config = -1;\n"
+              "extern \"C\" int fused_pool_config(int64_t config) {\n"
+              "  sa_config = config >= 0 && config < 3 ? (int)config : -1;\n"
+              "  return 0;\n}\n\n"
+              "static int64_t sa_max64(int64_t a, int64_t b) { return a > b ? a : b; }\n\n"
+              "extern \"C\" int fused_pool(" +
+              params +
+              ", void* stream) {\n"
+              "  const int64_t total = N * C * OD * OH * OW;\n"
+              "  if (total == 0) return 0;\n"
+              "  const int threads = sa_config >= 0 ? 128 << sa_config : 256;\n"
+              "  const unsigned grid = sa_grid((total + threads - 1) / threads);\n"
+              "  // The farthest element any input is read at, and the input's sizes.\n"
+              "  int64_t reach = sa_max64(total, N * C * ID * IH * IW);\n" +
+              widest +
+              "  cudaStream_t s = (cudaStream_t)stream;\n"
+              "  if (reach < INT32_MAX - (int64_t)grid * threads)\n"
+              "    fused_pool_kernel<int32_t><<<grid, threads, 0, s>>>(" +
+              args +
+              ");\n"
+              "  else\n"
+              "    fused_pool_kernel<int64_t><<<grid, threads, 0, s>>>(" +
+              args + ");\n  return (int)cudaGetLastError();\n}\n";
+  } else {
+    source += "#include <omp.h>\n\n#define SA_FN static inline\n" + helpers +
+              cpu_config_source("fused_pool") + "typedef int64_t Ix;\n\n" +
+              "extern \"C\" int fused_pool(" + params +
+              ", void* stream) {\n"
+              "  (void)stream;\n"
+              "  sa_apply_config();\n"
+              "  const Ix total = N * C * OD * OH * OW;\n"
+              "#pragma omp parallel for schedule(runtime)\n"
+              "  for (Ix o = 0; o < total; ++o) {\n" +
+              body(plan) + "  }\n  return 0;\n}\n";
+  }
+  return source;
+}
+
+std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
+  const auto list = [](const std::vector<std::int64_t>& v) {
+    return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ", " + std::to_string(v[2]) +
+           ")";
+  };
+  std::string s = "\"\"\"Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
+                  " in one kernel (kernels/).\"\"\"\n\n"
+                  "import torch\nimport torch.nn as nn\n\nfrom utils.kernels import load\n\n"
+                  "lib = load()\nfused_pool = lib.bind(\"fused_pool\", ";
+  for (std::size_t k = 0; k <= plan.inputs.size(); ++k) s += "\"tensor\", ";
+  s += "\"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\"";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k)
+    s += ", \"i64\" , \"i64\", \"i64\", \"i64\", \"i64\"";
+  s += ", \"stream\")\n" + model_config_source("fused_pool") + "\n";
+  s += "KIND = \"" + plan.kind + "\"\nLEADING = " + std::to_string(plan.leading) +
+       "  # the pooled input's dims before its spatial ones\n"
+       "# Per dim of (D, H, W): the window (1, 1 and 0 where the op has no such dim).\n"
+       "KERNEL = " +
+       list(plan.kernel) + "\nSTRIDE = " + list(plan.stride) + "\nPADDING = " + list(plan.padding) +
+       "\nDILATION = " + list(plan.dilation) + "\nOUTPUT_SIZE = " + list(plan.output_size) +
+       "\nCEIL_MODE = " + (plan.ceil_mode ? "True" : "False") +
+       "\n\n\n"
+       "def pooled_size(size, d):\n"
+       "    \"\"\"torch's output size along spatial dim d (of D, H, W) for an input size.\"\"\"\n"
+       "    if KIND == \"adaptive_avg\":\n"
+       "        return OUTPUT_SIZE[d]\n"
+       "    span = DILATION[d] * (KERNEL[d] - 1) + 1\n"
+       "    top = size + 2 * PADDING[d] - span\n"
+       "    out = (top + (STRIDE[d] - 1 if CEIL_MODE else 0)) // STRIDE[d] + 1\n"
+       "    if CEIL_MODE and (out - 1) * STRIDE[d] >= size + PADDING[d]:\n"
+       "        out -= 1  # the last window must start inside the input or its left padding\n"
+       "    return out\n\n\n"
+       "def as_ncdhw(values, rank, fill):\n"
+       "    \"\"\"Per-dim values of a tensor of the pooled input's rank as (N, C, D, H, W).\"\"\"\n"
+       "    lead = list(values[:LEADING])\n"
+       "    spatial = list(values[LEADING:])\n"
+       "    return [fill] * (2 - LEADING) + lead + [fill] * (3 - len(spatial)) + spatial\n\n\n"
+       "def strides(t, shape):\n"
+       "    \"\"\"t's strides (N, C, D, H, W) read at the positions of shape, which it broadcasts "
+       "to:\n"
+       "    0 along a dim it does not have or has once.\"\"\"\n"
+       "    offset = len(shape) - t.dim()\n"
+       "    out = [0 if k < offset or t.size(k - offset) == 1 else t.stride(k - offset)\n"
+       "           for k in range(len(shape))]\n"
+       "    return as_ncdhw(out, len(shape), 0)\n\n\n";
+  std::string tensors;
+  for (const PoolInput& in : plan.inputs)
+    tensors += value_expression(graph.values[in.value]) + ", ";
+  s += "class ModelNew(nn.Module):\n"
+       "    def __init__(self, *init_inputs):\n"
+       "        super().__init__()\n" +
+       module_state_source(graph) +
+       "\n"
+       "    def forward(self" +
+       forward_parameters(graph) +
+       "):\n"
+       "        inputs = [" +
+       tensors + "]\n        after = [";
+  for (const PoolInput& in : plan.inputs) s += in.after ? "True, " : "False, ";
+  s += "]\n"
+       "        # The pooling's input shape: what the inputs read before it broadcast to.\n"
+       "        shape = []\n"
+       "        for t, later in zip(inputs, after):\n"
+       "            if not later:\n"
+       "                sizes = list(t.shape)\n"
+       "                shape = [1] * (len(sizes) - len(shape)) + shape\n"
+       "                for k, size in enumerate(sizes):\n"
+       "                    at = len(shape) - len(sizes) + k\n"
+       "                    shape[at] = size if size != 1 else shape[at]\n"
+       "        spatial = len(shape) - LEADING\n"
+       "        out_shape = shape[:LEADING] + [pooled_size(size, 3 - spatial + k)\n"
+       "                                       for k, size in enumerate(shape[LEADING:])]\n"
+       "        out = torch.empty(out_shape, dtype=torch." +
+       plan.output_dtype +
+       ", device=inputs[0].device)\n"
+       "        sizes = as_ncdhw(shape, len(shape), 1) + as_ncdhw(out_shape, len(shape), 1)[2:]\n"
+       "        steps = []\n"
+       "        for t, later in zip(inputs, after):\n"
+       "            steps += strides(t, out_shape if later else shape)\n"
+       "        fused_pool(*inputs, out, *sizes, *steps)\n"
+       "        return out" +
+       graph.output_view + "\n";
+  return s;
+}
+
+Status synthesize_pool(const Graph& graph, const std::string& device, Candidate* candidate) {
+  PoolPlan plan;
+  if (Status s = plan_pool(graph, &plan); !s.ok()) return s;
+  const std::string kernel = pool_kernel_source(plan, device);
+  candidate->files["model_new.py"] = pool_model_source(graph, plan);
+  candidate->files[device == "cuda" ? "kernels/fused_pool.cu" : "kernels/fused_pool.cpp"] = kernel;
+  if (device == "cuda") {
+    candidate->configs = {{-1, "256 threads"}, {0, "128 threads"}, {2, "512 threads"}};
+  } else {
+    candidate->configs = cpu_schedules();
+  }
+  candidate->pattern = sha256_hex(kernel);
+  long long total = 1;
+  for (std::int64_t size : plan.output_shape) total *= size;
+  candidate->shape_class = size_class(total) + " outputs";
+  return Status::OK();
+}
+
+}  // namespace cuda_agent::synth
