@@ -503,7 +503,7 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
   for (std::size_t k = 0; k <= plan.inputs.size(); ++k) s += "\"tensor\", ";
   s += "\"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\"";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k)
-    s += ", \"i64\" , \"i64\", \"i64\", \"i64\", \"i64\"";
+    s += ", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\"";
   s += ", \"stream\")\n" + model_config_source("fused_pool") + "\n";
   s += "KIND = \"" + plan.kind + "\"\nLEADING = " + std::to_string(plan.leading) +
        "  # the pooled input's dims before its spatial ones\n"

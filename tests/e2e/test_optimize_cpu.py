@@ -154,6 +154,58 @@ def test_the_variance_of_values_far_from_zero_keeps_its_precision(agent, tmp_pat
     assert "sa_moment(" in (tmp_path / "ws" / "kernels" / "fused_rows.cpp").read_text()
 
 
+POOLING_TASK = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.rand(6, 1, 1) + 0.5)
+
+    def forward(self, x):
+        {body}
+
+
+batch = 24
+SCALABLE_SIZES = ("batch",)
+
+
+def get_inputs():
+    return [torch.randn(batch, 6, {sizes}{dtype})]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# Windows that overhang the input (ceil_mode), padding left out of the average, dilation, an
+# unbatched input and a 16-bit one, each with ops fused before and after the pooling.
+POOLINGS = {
+    "avg2d_ceil_without_padding": (
+        "return torch.tanh(F.avg_pool2d(x * self.scale, 3, 2, 1, ceil_mode=True,\n"
+        "                                         count_include_pad=False))", "16, 17", ""),
+    "max1d_dilated_bf16": ("return F.max_pool1d(x.relu() * 0.75 + 1.0, 3, 2, 1, 2, True)", "34",
+                           ", dtype=torch.bfloat16"),
+    # (batch, 6, 7, 9) as one image of batch channels, 6 x 7 x 9 voxels.
+    "adaptive3d_unbatched": ("return F.adaptive_avg_pool3d(x - 1.0, (2, 3, 4)) * 2.0", "7, 9",
+                             ""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLINGS))
+def test_poolings_with_ops_around_them_are_one_kernel_that_matches_torch(agent, tmp_path, name):
+    body, sizes, dtype = POOLINGS[name]
+    task = tmp_path / f"{name}.py"
+    task.write_text(POOLING_TASK.format(body=body, sizes=sizes, dtype=dtype))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, result.stderr
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    assert (tmp_path / "ws" / "kernels" / "fused_pool.cpp").exists()
+
+
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")
@@ -192,6 +244,8 @@ ROW_AND_REWRITE_TASKS = [
     # Attention's heads put back together: a reshape of a transposed view, which the copy
     # kernel makes contiguous first.
     ("level3/002_transformer_encoder_block.py", 16, "strided_copy"),
+    # A convolution's bias before a max pooling and a sigmoid after it: one pooling kernel.
+    ("level2/033_conv2d_maxpool_sigmoid.py", 8, "fused_pool_k0"),
     # A causal mask, a bool buffer, filling the scores with -inf before the softmax; rotary
     # embeddings' halves negated and put back together by the copy kernel.
     ("level3/003_llama_decoder_block_fp16.py", 16, "fused_rows_k8"),

@@ -1,0 +1,130 @@
+#include "synth/pool_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "synth/graph_test_util.h"
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+using namespace testing;
+
+/// sigmoid(max_pool2d(relu(x + bias), 3, 2, 1)) of x (n, c, h, w) and a per-channel bias.
+json bias_relu_maxpool_sigmoid(int n, int c, int h, int w) {
+  const int oh = (h + 2 - 3) / 2 + 1, ow = (w + 2 - 3) / 2 + 1;
+  return graph({tensor_input("x", "input", {n, c, h, w}),
+                tensor_input("p_bias", "parameter", {c, 1, 1}, "bias")},
+               {node("add", "aten.add.Tensor", {ref("x"), ref("p_bias")}, {n, c, h, w}),
+                node("relu", "aten.relu.default", {ref("add")}, {n, c, h, w}),
+                node("pool", "aten.max_pool2d.default", {ref("relu"), {3, 3}, {2, 2}, {1, 1}},
+                     {n, c, oh, ow}),
+                node("sigmoid", "aten.sigmoid.default", {ref("pool")}, {n, c, oh, ow})},
+               {"sigmoid"});
+}
+
+TEST(SynthPoolPlan, OpsBeforeThePoolingRunOnEachElementReadAndOpsAfterOnEachOutput) {
+  PoolPlan plan;
+  Status s = plan_pool(read(bias_relu_maxpool_sigmoid(4, 8, 32, 32)), &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.kind, "max");
+  EXPECT_EQ(plan.spatial, 2);
+  EXPECT_EQ(plan.leading, 2);
+  EXPECT_EQ(plan.kernel, (std::vector<std::int64_t>{1, 3, 3}));  // (D, H, W)
+  EXPECT_EQ(plan.stride, (std::vector<std::int64_t>{1, 2, 2}));
+  EXPECT_EQ(plan.padding, (std::vector<std::int64_t>{0, 1, 1}));
+  EXPECT_EQ(plan.ops, (std::vector<std::string>{"add", "relu", "max_pool2d", "sigmoid"}));
+  ASSERT_EQ(plan.inputs.size(), 2u);  // x and the bias, both read at the windows' elements
+  EXPECT_FALSE(plan.inputs[0].after);
+  EXPECT_FALSE(plan.inputs[1].after);
+  EXPECT_EQ(plan.before, (std::vector<std::string>{"const float b0 = (in0 + in1);",
+                                                   "const float b1 = sa_max(b0, 0.0f);"}));
+  EXPECT_EQ(plan.pooled, "b1");
+  ASSERT_EQ(plan.after.size(), 1u);
+  EXPECT_NE(plan.after[0].find("expf(-pooled)"), std::string::npos) << plan.after[0];
+  for (const char* device : {"cpu", "cuda"}) {
+    const std::string source = pool_kernel_source(plan, device);
+    // torch's maximum: a larger value or a NaN replaces it.
+    EXPECT_NE(source.find("if (b1 > pooled || b1 != b1) pooled = b1;"), std::string::npos);
+    EXPECT_NE(source.find("extern \"C\" int fused_pool("), std::string::npos) << device;
+  }
+}
+
+TEST(SynthPoolPlan, ThePlanDoesNotDependOnTheSizes) {
+  PoolPlan a, b;
+  ASSERT_TRUE(plan_pool(read(bias_relu_maxpool_sigmoid(4, 8, 32, 32)), &a).ok());
+  ASSERT_TRUE(plan_pool(read(bias_relu_maxpool_sigmoid(1, 3, 7, 5)), &b).ok());
+  for (const char* device : {"cpu", "cuda"})
+    EXPECT_EQ(pool_kernel_source(a, device), pool_kernel_source(b, device));
+}
+
+TEST(SynthPoolPlan, AnAverageCountsThePaddingOrNotAndCeilModeIsTorchs) {
+  auto avg = [](bool include_pad, json divisor) {
+    return read(
+        graph({tensor_input("x", "input", {2, 3, 9, 9})},
+              {node("pool", "aten.avg_pool2d.default",
+                    {ref("x"), {3, 3}, {2, 2}, {1, 1}, true, include_pad, divisor}, {2, 3, 5, 5})},
+              {"pool"}));
+  };
+  PoolPlan with, without, divided;
+  ASSERT_TRUE(plan_pool(avg(true, nullptr), &with).ok());
+  ASSERT_TRUE(plan_pool(avg(false, nullptr), &without).ok());
+  ASSERT_TRUE(plan_pool(avg(false, 5), &divided).ok());
+  EXPECT_TRUE(with.ceil_mode);
+  EXPECT_NE(pool_kernel_source(with, "cpu").find("sum / (float)(padded)"), std::string::npos);
+  EXPECT_NE(
+      pool_kernel_source(without, "cpu").find("sum / (float)((d1 - d0) * (h1 - h0) * (w1 - w0))"),
+      std::string::npos);
+  EXPECT_NE(pool_kernel_source(divided, "cpu").find("sum / (float)(5)"), std::string::npos);
+  EXPECT_NE(pool_model_source(avg(true, nullptr), with).find("CEIL_MODE = True"),
+            std::string::npos);
+}
+
+TEST(SynthPoolPlan, AnUnbatchedAdaptivePoolingHasOneLeadingDim) {
+  Graph g = read(graph({tensor_input("x", "input", {16, 100})},
+                       {node("pool", "aten.adaptive_avg_pool1d.default", {ref("x"), {7}}, {16, 7})},
+                       {"pool"}));
+  PoolPlan plan;
+  Status s = plan_pool(g, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.kind, "adaptive_avg");
+  EXPECT_EQ(plan.leading, 1);
+  EXPECT_EQ(plan.output_size, (std::vector<std::int64_t>{1, 1, 7}));
+  EXPECT_NE(pool_kernel_source(plan, "cuda").find("((ow + 1) * IW + OW - 1) / OW"),
+            std::string::npos);
+}
+
+TEST(SynthPoolPlan, WhatThePlanCannotTakeIsNamed) {
+  // Two poolings; an op after the pooling that reads a value from before it.
+  Graph twice =
+      read(graph({tensor_input("x", "input", {2, 3, 8, 8})},
+                 {node("p0", "aten.max_pool2d.default", {ref("x"), {2, 2}}, {2, 3, 4, 4}),
+                  node("p1", "aten.max_pool2d.default", {ref("p0"), {2, 2}}, {2, 3, 2, 2})},
+                 {"p1"}));
+  PoolPlan plan;
+  Status s = plan_pool(twice, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("it pools twice"), std::string::npos) << s.message();
+
+  Graph across =
+      read(graph({tensor_input("x", "input", {2, 3, 8, 8})},
+                 {node("relu", "aten.relu.default", {ref("x")}, {2, 3, 8, 8}),
+                  node("pool", "aten.avg_pool2d.default", {ref("relu"), {2, 2}}, {2, 3, 4, 4}),
+                  node("mean", "aten.mean.dim", {ref("relu"), {2, 3}, true}, {2, 3, 1, 1}),
+                  node("add", "aten.add.Tensor", {ref("pool"), ref("mean")}, {2, 3, 4, 4})},
+                 {"add"}));
+  s = plan_pool(across, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("aten.mean.dim is not an elementwise op"), std::string::npos)
+      << s.message();
+
+  Graph none = read(graph({tensor_input("x", "input", {4})},
+                          {node("relu", "aten.relu.default", {ref("x")}, {4})}, {"relu"}));
+  s = plan_pool(none, &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("pools nothing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
