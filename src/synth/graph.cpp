@@ -38,10 +38,11 @@ const std::unordered_map<std::string, OpClass>& op_classes() {
         {"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
          "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"});
     add(OpClass::kLayout,
-        {"view",       "reshape", "_unsafe_view", "flatten", "t",      "unflatten",
-         "transpose",  "permute", "unsqueeze",    "squeeze", "expand", "expand_as",
-         "contiguous", "clone",   "alias",        "detach",  "select", "slice",
-         "chunk",      "split",   "unbind",       "getitem", "cat",    "stack"});
+        {"view",          "reshape",        "_unsafe_view", "flatten", "t",      "unflatten",
+         "transpose",     "permute",        "unsqueeze",    "squeeze", "expand", "expand_as",
+         "contiguous",    "clone",          "alias",        "detach",  "select", "slice",
+         "chunk",         "split",          "unbind",       "getitem", "cat",    "stack",
+         "pixel_shuffle", "pixel_unshuffle"});
     return m;
   }();
   return *classes;
@@ -146,7 +147,12 @@ Status read_graph(const nlohmann::json& document, Graph* graph) {
     return Status::OK();
   };
   for (const auto& input : document.value("inputs", nlohmann::json::array())) {
-    Value v{text(input, "name"), text(input, "kind"), text(input, "target"), result_types(input)};
+    Value v{text(input, "name"),
+            text(input, "kind"),
+            text(input, "target"),
+            result_types(input),
+            -1,
+            ""};
     if (v.kind.empty()) v.kind = "input";
     if (Status s = add_value(std::move(v)); !s.ok()) return s;
   }
@@ -169,7 +175,8 @@ Status read_graph(const nlohmann::json& document, Graph* graph) {
       op.inputs.push_back(it->second);
     }
     op.value = static_cast<int>(read.values.size());
-    Value v{text(node, "name"), "op", "", result_types(node), static_cast<int>(read.ops.size())};
+    Value v{
+        text(node, "name"), "op", "", result_types(node), static_cast<int>(read.ops.size()), ""};
     if (Status s = add_value(std::move(v)); !s.ok()) return s;
     read.ops.push_back(std::move(op));
   }

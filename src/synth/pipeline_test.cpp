@@ -130,18 +130,17 @@ TEST(Pipeline, WhatNoStepTakesIsNamed) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("one fused run"), std::string::npos) << s.message();
 
-  // A pooling op has no step.
-  json pooled =
+  // An op no plan knows has no step.
+  json unknown =
       graph({tensor_input("p_w", "parameter", {8, 3, 3, 3}, "conv.weight"),
              tensor_input("x", "input", {2, 3, 16, 16})},
             {node("conv2d", "aten.conv2d.default", {ref("x"), ref("p_w")}, {2, 8, 16, 16}),
-             node("max_pool2d", "aten.max_pool2d.default", {ref("conv2d"), json::array({2, 2})},
-                  {2, 8, 8, 8}),
-             node("relu", "aten.relu.default", {ref("max_pool2d")}, {2, 8, 8, 8})},
+             node("cummax", "aten.cummax.default", {ref("conv2d"), 1}, {2, 8, 16, 16}),
+             node("relu", "aten.relu.default", {ref("cummax")}, {2, 8, 16, 16})},
             {"relu"});
-  s = plan_pipeline(read(pooled), &steps);
+  s = plan_pipeline(read(unknown), &steps);
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("aten.max_pool2d.default (pooling)"), std::string::npos)
+  EXPECT_NE(s.message().find("aten.cummax.default (unsupported) fits no step"), std::string::npos)
       << s.message();
 
   // torch.matmul of two vectors is aten::dot, which the guard does not let through.
@@ -236,6 +235,31 @@ TEST(Pipeline, CatAndStackGoThroughTheCopyKernelAndZerosLikeIsAnAllocation) {
   doc["nodes"][2]["kwargs"] = {{"dtype", "torch.float16"}};
   std::vector<PipelineStep> steps;
   EXPECT_FALSE(plan_pipeline(read(doc), &steps).ok());
+}
+
+TEST(Pipeline, APixelShuffleIsACopyAndAPoolingWithItsOpsAKernelStep) {
+  // conv2d -> pixel_shuffle(2) -> relu -> max_pool2d(2) -> sigmoid.
+  json doc = graph({tensor_input("p_w", "parameter", {16, 3, 3, 3}, "conv.weight"),
+                    tensor_input("x", "input", {2, 3, 8, 8})},
+                   {node("conv", "aten.conv2d.default",
+                         {ref("x"), ref("p_w"), nullptr, {1, 1}, {1, 1}}, {2, 16, 8, 8}),
+                    node("shuffle", "aten.pixel_shuffle.default", {ref("conv"), 2}, {2, 4, 16, 16}),
+                    node("relu", "aten.relu.default", {ref("shuffle")}, {2, 4, 16, 16}),
+                    node("pool", "aten.max_pool2d.default", {ref("relu"), {2, 2}}, {2, 4, 8, 8}),
+                    node("sigmoid", "aten.sigmoid.default", {ref("pool")}, {2, 4, 8, 8})},
+                   {"sigmoid"});
+  Candidate c;
+  Status s = synthesize_pipeline(read(doc), "cuda", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::string& model = c.files["model_new.py"];
+  EXPECT_NE(model.find("v_shuffle = synth_copy.pixel_shuffle(v_conv, 2)"), std::string::npos)
+      << model;
+  EXPECT_NE(model.find("v_sigmoid = self._kernels[0](v_shuffle)"), std::string::npos) << model;
+  EXPECT_NE(c.files["synth_copy.py"].find("def pixel_shuffle("), std::string::npos);
+  ASSERT_TRUE(c.files.count("kernels/fused_pool_k0.cu"));
+  EXPECT_NE(c.files["kernels/fused_pool_k0.cu"].find("extern \"C\" int fused_pool_k0("),
+            std::string::npos);
+  EXPECT_NE(c.files["synth_kernel0.py"].find("lib.bind(\"fused_pool_k0\""), std::string::npos);
 }
 
 TEST(Pipeline, ParametersOfAModuleListKeepTheirKeys) {

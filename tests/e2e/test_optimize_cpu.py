@@ -246,6 +246,8 @@ ROW_AND_REWRITE_TASKS = [
     ("level3/002_transformer_encoder_block.py", 16, "strided_copy"),
     # A convolution's bias before a max pooling and a sigmoid after it: one pooling kernel.
     ("level2/033_conv2d_maxpool_sigmoid.py", 8, "fused_pool_k0"),
+    # Transposed convolutions and pixel shuffles, a copy of a permuted view each.
+    ("level3/012_conv_autoencoder.py", 8, "strided_copy"),
     # A causal mask, a bool buffer, filling the scores with -inf before the softmax; rotary
     # embeddings' halves negated and put back together by the copy kernel.
     ("level3/003_llama_decoder_block_fp16.py", 16, "fused_rows_k8"),
