@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "synth/element_lines.h"
 #include "synth/expression.h"
 #include "synth/model_source.h"
 #include "util/hash.h"
@@ -26,17 +27,6 @@ std::pair<std::string, int> pooling_of(const std::string& name) {
     }
   }
   return {"", 0};
-}
-
-/// Whether shape, aligned to target's last dims, is 1 or target's size in each dim.
-bool broadcasts_to(const std::vector<std::int64_t>& shape,
-                   const std::vector<std::int64_t>& target) {
-  if (shape.size() > target.size()) return false;
-  const std::size_t offset = target.size() - shape.size();
-  for (std::size_t k = 0; k < shape.size(); ++k) {
-    if (shape[k] != 1 && shape[k] != target[offset + k]) return false;
-  }
-  return true;
 }
 
 /// The op's window argument at index: spatial sizes, from a list of that many or of one (for
@@ -127,100 +117,6 @@ bool read_window(const Op& op, int rank, PoolPlan* plan, std::vector<std::string
   return true;
 }
 
-/// One side of the pooling: the elementwise ops before it (on each element a window reads) or
-/// after it (on each pooled value), written as lines of float expressions.
-class Side {
- public:
-  Side(const Graph& graph, PoolPlan* plan, bool after, std::vector<std::string>* problems)
-      : graph_(graph), plan_(plan), after_(after), problems_(problems) {}
-
-  /// The variable of value on this side: an op's, or an input read at this side's positions.
-  bool operand(int value, const std::vector<std::int64_t>& shape, std::string* variable) {
-    if (auto it = variable_.find(value); it != variable_.end()) {
-      *variable = it->second;
-      return true;
-    }
-    const Value& v = graph_.values[value];
-    if (v.kind == "op") {
-      problems_->push_back(graph_.ops[v.op].target + " is on the other side of the pooling");
-      return false;
-    }
-    if (v.results.size() != 1 || !is_input_dtype(v.results[0].dtype)) {
-      problems_->push_back("input " + v.name +
-                           " is not one float32, bfloat16, float16 or bool tensor");
-      return false;
-    }
-    if (!broadcasts_to(v.results[0].shape, shape)) {
-      problems_->push_back("input " + v.name + " does not broadcast to the " +
-                           (after_ ? "pooled" : "pooling's input") + " shape");
-      return false;
-    }
-    *variable = "in" + n(plan_->inputs.size());
-    plan_->inputs.push_back({value, after_, v.results[0].dtype});
-    variable_[value] = *variable;
-    return true;
-  }
-
-  /// The pooled value, on the after side.
-  void define(int value, const std::string& variable, bool exact) {
-    variable_[value] = variable;
-    if (!exact) inexact_.insert(value);
-  }
-
-  bool add(const Op& op, const std::vector<std::int64_t>& shape) {
-    const Value& v = graph_.values[op.value];
-    if (!is_elementwise_op(op.name)) {
-      problems_->push_back(op.target + " is not an elementwise op the pooling kernel fuses");
-      return false;
-    }
-    if (v.results.size() != 1 || !is_float_dtype(v.results[0].dtype) ||
-        !broadcasts_to(v.results[0].shape, shape)) {
-      problems_->push_back(op.target + " does not make one float tensor of the " +
-                           (after_ ? "pooled" : "pooling's input") + " shape");
-      return false;
-    }
-    std::vector<std::string> operands;
-    bool exact = rounds_exactly(op);
-    for (std::size_t i = 0; op.args.is_array() && i < op.args.size(); ++i) {
-      const json& a = op.args[i];
-      std::string variable;
-      if (a.is_object() && a.contains("ref")) {
-        const int value = graph_.find(a["ref"].get<std::string>());
-        if (!operand(value, shape, &variable)) return false;
-        exact = exact && !inexact_.count(value);
-      }
-      operands.push_back(variable);
-    }
-    std::string problem;
-    std::string expression = elementwise_expression(op, operands, &problem);
-    if (!problem.empty()) {
-      problems_->push_back(problem);
-      return false;
-    }
-    if (exact) {
-      expression = rounded(expression, v.results[0].dtype);
-    } else {
-      inexact_.insert(op.value);
-    }
-    auto& lines = after_ ? plan_->after : plan_->before;
-    const std::string name = (after_ ? "a" : "b") + n(lines.size());
-    lines.push_back("const float " + name + " = " + expression + ";");
-    variable_[op.value] = name;
-    plan_->ops.push_back(op.name);
-    return true;
-  }
-
-  bool exact(int value) const { return !inexact_.count(value); }
-
- private:
-  const Graph& graph_;
-  PoolPlan* plan_;
-  bool after_;
-  std::vector<std::string>* problems_;
-  std::map<int, std::string> variable_;
-  std::set<int> inexact_;
-};
-
 /// The values op reads, transitively, back to the graph's inputs.
 std::set<int> ancestors(const Graph& graph, int value) {
   std::set<int> seen;
@@ -270,7 +166,8 @@ Status plan_pool(const Graph& graph, PoolPlan* plan) {
 
   // Ops before the pooling make its operand; every op after it reads what the pooling makes.
   const std::set<int> before = ancestors(graph, op.inputs[0]);
-  Side in_side(graph, &p, false, &problems), out_side(graph, &p, true, &problems);
+  ElementLines in_side(graph, {&p.inputs, &p.before, &p.ops, "b", false, "pooling"}, &problems);
+  ElementLines out_side(graph, {&p.inputs, &p.after, &p.ops, "a", true, "pooling"}, &problems);
   for (std::size_t k = 0; k < graph.ops.size() && problems.empty(); ++k) {
     const Op& other = graph.ops[k];
     if (static_cast<int>(k) == pool) {
@@ -537,7 +434,7 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
        "           for k in range(len(shape))]\n"
        "    return as_ncdhw(out, len(shape), 0)\n\n\n";
   std::string tensors;
-  for (const PoolInput& in : plan.inputs)
+  for (const ElementInput& in : plan.inputs)
     tensors += value_expression(graph.values[in.value]) + ", ";
   s += "class ModelNew(nn.Module):\n"
        "    def __init__(self, *init_inputs):\n"
@@ -549,7 +446,7 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
        "):\n"
        "        inputs = [" +
        tensors + "]\n        after = [";
-  for (const PoolInput& in : plan.inputs) s += in.after ? "True, " : "False, ";
+  for (const ElementInput& in : plan.inputs) s += in.after ? "True, " : "False, ";
   s += "]\n"
        "        # The pooling's input shape: what the inputs read before it broadcast to.\n"
        "        shape = []\n"

@@ -15,17 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "synth/element_lines.h"
 #include "synth/graph.h"
 #include "synth/tuning.h"
 #include "util/status.h"
 
 namespace cuda_agent::synth {
-
-struct PoolInput {
-  int value = -1;      // the graph value (an input, parameter or buffer)
-  bool after = false;  // read at the output's positions (by the ops after the pooling)
-  std::string dtype;   // float32, bfloat16, float16 or bool
-};
 
 struct PoolPlan {
   std::string kind;  // "max", "avg" or "adaptive_avg"
@@ -36,13 +31,13 @@ struct PoolPlan {
       output_size{1, 1, 1};  // output_size: adaptive pooling's
   bool ceil_mode = false;
   bool count_include_pad = true;
-  std::int64_t divisor = 0;         // avg: divisor_override, 0 for none
-  std::vector<PoolInput> inputs;    // in kernel argument order, read as in0, in1, ...
-  std::vector<std::string> before;  // per element read: "const float bK = ...;"
-  std::string pooled;               // the variable of the pooling op's operand
-  bool pooled_exact = true;         // whether it is torch's float32 value bit for bit
-  std::vector<std::string> after;   // per output element: "const float aK = ...;"
-  std::string result;               // the variable stored
+  std::int64_t divisor = 0;          // avg: divisor_override, 0 for none
+  std::vector<ElementInput> inputs;  // in kernel argument order, read as in0, in1, ...
+  std::vector<std::string> before;   // per element read: "const float bK = ...;"
+  std::string pooled;                // the variable of the pooling op's operand
+  bool pooled_exact = true;          // whether it is torch's float32 value bit for bit
+  std::vector<std::string> after;    // per output element: "const float aK = ...;"
+  std::string result;                // the variable stored
   std::string output_dtype = "float32";
   std::string pool_dtype = "float32";      // of the pooling op's value
   std::vector<std::string> ops;            // the ops fused, in order
