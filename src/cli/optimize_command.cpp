@@ -24,6 +24,7 @@
 #include "synth/pool_plan.h"
 #include "synth/rewrite.h"
 #include "synth/row_plan.h"
+#include "synth/scan_plan.h"
 #include "task/task.h"
 #include "util/files.h"
 #include "util/paths.h"
@@ -309,13 +310,14 @@ int OptimizeCommand::run(const std::string& store_path) {
     note("rewrite: " + rewrite.name + ": " + rewrite.detail);
   }
   // The plans in order, the first that takes the whole graph writes the candidate: one fused
-  // kernel (elementwise, rows, pooling), else a pipeline of library GEMMs and convolutions
+  // kernel (elementwise, rows, pooling, scan), else a pipeline of library GEMMs and convolutions
   // with fused kernels between them.
   using Synthesize = Status (*)(const synth::Graph&, const std::string&, synth::Candidate*);
   static const std::pair<const char*, Synthesize> kPlans[] = {
       {"one fused elementwise kernel", synth::synthesize_elementwise},
       {"one fused row kernel", synth::synthesize_rows},
       {"one fused pooling kernel", synth::synthesize_pool},
+      {"one fused scan kernel", synth::synthesize_scan},
       {"a pipeline", synth::synthesize_pipeline}};
   synth::Candidate candidate;
   std::string made;

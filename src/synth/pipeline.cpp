@@ -9,6 +9,7 @@
 #include "synth/model_source.h"
 #include "synth/pool_plan.h"
 #include "synth/row_plan.h"
+#include "synth/scan_plan.h"
 #include "util/hash.h"
 #include "util/text.h"
 
@@ -406,8 +407,12 @@ Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::stri
   kernel->entry = "fused_pool";
   Status pool = synthesize_pool(sub, device, &kernel->files);
   if (pool.ok()) return pool;
+  kernel->files = {};
+  kernel->entry = "fused_scan";
+  Status scan = synthesize_scan(sub, device, &kernel->files);
+  if (scan.ok()) return scan;
   return Status::InvalidArgument(elementwise.message() + "; " + rows.message() + "; " +
-                                 pool.message());
+                                 pool.message() + "; " + scan.message());
 }
 
 /// text with every whole-word use of the entry's name given a suffix: the kernel's extern "C"
@@ -416,7 +421,8 @@ std::string renamed(const std::string& text, const std::string& entry, const std
   static const std::map<std::string, std::regex> patterns = {
       {"fused_elementwise", std::regex(R"(\bfused_elementwise(?=\b|_config\b))")},
       {"fused_rows", std::regex(R"(\bfused_rows(?=\b|_config\b))")},
-      {"fused_pool", std::regex(R"(\bfused_pool(?=\b|_config\b))")}};
+      {"fused_pool", std::regex(R"(\bfused_pool(?=\b|_config\b))")},
+      {"fused_scan", std::regex(R"(\bfused_scan(?=\b|_config\b))")}};
   return std::regex_replace(text, patterns.at(entry), entry + suffix);
 }
 

@@ -5,13 +5,13 @@
 /// transpose, getitem of a split, ...: no data moves; zeros_like, an allocation), each cat and
 /// stack a copy step (the pipeline's copy kernel writes each part into its slice of the
 /// result), and each maximal run of the other ops between them the fewest fused kernels that
-/// the elementwise, row and pooling plans take (the longest prefix first), each planned as if
+/// the elementwise, row, pooling and scan plans take (the longest prefix first), each planned as if
 /// its ops were a task of their own whose inputs are the values they read from earlier steps.
 ///
 /// model_new.py holds the task's parameters and buffers and calls the steps in order; each
 /// kernel's Python lives in a module of its own (synth_kernel<k>.py, imported by model_new.py)
 /// with its own entry in the one kernel library (fused_elementwise_k<k>, fused_rows_k<k>,
-/// fused_pool_k<k>).
+/// fused_pool_k<k>, fused_scan_k<k>).
 /// A strided view (by its recorded strides) that a kernel reads, or a reshape reshapes, is first
 /// copied into contiguous memory by a copy kernel of its own (strided_copy, synth_copy.py).
 #pragma once

@@ -233,6 +233,8 @@ ROW_AND_REWRITE_TASKS = [
     ("level2/034_conv2d_groupnorm_scale.py", 48, "fused_rows"),
     # A loss without a reduction, of a broadcast that leaves its operands as they are.
     ("level1/045_smooth_l1_per_sample.py", 64, "fused_rows"),
+    # A cumulative sum divided by positions along it (an arange): one scan kernel.
+    ("level2/011_cumsum_running_mean.py", 64, "fused_scan"),
     # Distances aten keeps whole, as the sums and norms they are: one pass over each row.
     ("level1/047_cosine_similarity_loss.py", 64, "fused_rows"),
     ("level1/048_triplet_margin_per_sample.py", 64, "fused_rows"),

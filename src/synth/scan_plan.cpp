@@ -1,0 +1,421 @@
+#include "synth/scan_plan.h"
+
+#include <set>
+
+#include "synth/expression.h"
+#include "synth/model_source.h"
+#include "util/hash.h"
+#include "util/text.h"
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kRank = 6;  // the kernel's dims: F padded on the left
+
+std::string n(std::size_t k) { return std::to_string(k); }
+
+/// The values value is computed from, itself included, back to the graph's inputs.
+std::set<int> ancestors(const Graph& graph, int value) {
+  std::set<int> seen;
+  std::vector<int> todo{value};
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second || graph.values[v].kind != "op") continue;
+    for (int input : graph.ops[graph.values[v].op].inputs) todo.push_back(input);
+  }
+  return seen;
+}
+
+/// A number argument of op, or `fallback` where it is absent; false where it is no number.
+bool number_at(const Op& op, std::size_t index, const char* name, double fallback, double* out) {
+  const json& a = argument(op, index, name);
+  if (a.is_null()) {
+    *out = fallback;
+    return true;
+  }
+  if (!a.is_number()) return false;
+  *out = a.get<double>();
+  return true;
+}
+
+/// The expression of an arange over the scanned dim at element k: start + step * k, or "" (a
+/// problem said) for an arange that is no such float position.
+std::string position(const Graph& graph, const Op& op, const ScanPlan& plan,
+                     std::vector<std::string>* problems, bool* exact) {
+  const auto& results = graph.values[op.value].results;
+  if (results.size() != 1 || results[0].shape.size() != 1 || plan.axis != plan.rank - 1 ||
+      results[0].shape[0] != plan.shape[plan.axis]) {
+    problems->push_back(op.target + " does not run along the scanned dim");
+    return "";
+  }
+  if (!is_float_dtype(results[0].dtype)) {
+    problems->push_back(op.target + " makes " + results[0].dtype + " positions");
+    return "";
+  }
+  // arange(end), arange(start, end) or arange(start, end, step): the length is the dim's.
+  double start = 0, step = 1;
+  const bool read = op.target == "aten.arange.default" ||
+                    (number_at(op, 0, "start", 0, &start) && number_at(op, 2, "step", 1, &step));
+  if (!read) {
+    problems->push_back(op.target + " with a start or step that is no number");
+    return "";
+  }
+  // Integer positions below 2^24 are exact in float32, as torch's are.
+  *exact = start == static_cast<double>(static_cast<std::int64_t>(start)) &&
+           step == static_cast<double>(static_cast<std::int64_t>(step));
+  return "(" + literal(start) + " + " + literal(step) + " * (float)k)";
+}
+
+}  // namespace
+
+Status plan_scan(const Graph& graph, ScanPlan* plan) {
+  ScanPlan p;
+  std::vector<std::string> problems;
+  int scan = -1;
+  for (std::size_t k = 0; k < graph.ops.size(); ++k) {
+    if (graph.ops[k].name != "cumsum") continue;
+    if (scan >= 0) problems.push_back("it scans twice");
+    scan = static_cast<int>(k);
+  }
+  if (scan < 0) return Status::InvalidArgument("no scan plan: the graph has no cumulative sum");
+  if (graph.outputs.size() != 1) {
+    problems.push_back("it returns " + n(graph.outputs.size()) + " values, not one");
+  }
+  const Op& op = graph.ops[scan];
+  const auto& made = graph.values[op.value].results;
+  const json& dim = argument(op, 1, "dim");
+  const json& dtype = argument(op, 2, "dtype");
+  if (op.inputs.empty() || made.size() != 1 || !is_float_dtype(made[0].dtype) ||
+      made[0].shape.empty() || made[0].shape.size() > kRank || !dim.is_number_integer() ||
+      !(dtype.is_null() || dtype == "torch." + made[0].dtype)) {
+    problems.push_back(op.target + " is not a float cumulative sum of 1 to 6 dims along one dim");
+  }
+  if (!problems.empty()) {
+    return Status::InvalidArgument("no scan plan:\n  " + join(problems, "\n  "));
+  }
+  p.shape = made[0].shape;
+  p.rank = static_cast<int>(p.shape.size());
+  p.axis = static_cast<int>((dim.get<std::int64_t>() + p.rank) % p.rank);
+
+  ElementLines before(graph, {&p.inputs, &p.before, &p.ops, "b", false, "scan"}, &problems);
+  ElementLines after(graph, {&p.inputs, &p.after, &p.ops, "a", true, "scan"}, &problems);
+  const std::set<int> leading = ancestors(graph, op.inputs[0]);
+  for (std::size_t k = 0; k < graph.ops.size() && problems.empty(); ++k) {
+    const Op& other = graph.ops[k];
+    if (static_cast<int>(k) == scan) {
+      if (!before.operand(op.inputs[0], p.shape, &p.scanned)) break;
+      after.define(op.value, "scanned", false);  // summed in another order than torch's
+      p.ops.push_back(op.name);
+    } else if (other.name == "arange") {
+      bool exact = true;
+      const std::string at = position(graph, other, p, &problems, &exact);
+      before.define(other.value, at, exact);
+      after.define(other.value, at, exact);
+    } else if (static_cast<int>(k) < scan) {
+      if (!leading.count(other.value)) {
+        problems.push_back(other.target + " does not lead to the scan");
+        continue;
+      }
+      before.add(other, p.shape);
+    } else {
+      after.add(other, p.shape);
+    }
+  }
+  if (problems.empty()) {
+    const int out = graph.outputs[0];
+    const Value& result = graph.values[out];
+    if (result.kind != "op" || result.results.size() != 1 || result.results[0].shape != p.shape ||
+        (out != op.value && result.op < scan)) {
+      problems.push_back("its output is not of the scanned shape, made after the scan");
+    } else if (after.operand(out, p.shape, &p.result)) {
+      p.output_dtype = result.results[0].dtype;
+    }
+  }
+  // What the inputs broadcast to must be F: the kernel's sizes come from them.
+  std::vector<std::int64_t> spanned(p.shape.size(), 1);
+  for (const ElementInput& in : p.inputs) {
+    const auto& shape = graph.values[in.value].results[0].shape;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      std::int64_t& size = spanned[spanned.size() - shape.size() + d];
+      size = shape[d] != 1 ? shape[d] : size;
+    }
+  }
+  if (problems.empty() && spanned != p.shape) {
+    problems.push_back("its inputs do not span the scanned shape");
+  }
+  if (!problems.empty()) {
+    return Status::InvalidArgument("no scan plan:\n  " + join(problems, "\n  "));
+  }
+  *plan = std::move(p);
+  return Status::OK();
+}
+
+namespace {
+
+/// The code that finds row r's first element in every input and the output: r's position in
+/// each dim but the scanned one, last dim fastest.
+std::string row_base(const ScanPlan& plan, int axis, const std::string& indent) {
+  std::string s = indent + "Ix rest = r, ob = 0;\n";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) s += indent + "Ix b" + n(k) + " = 0;\n";
+  for (int d = kRank - 1; d >= 0; --d) {
+    if (d == axis) continue;
+    s += indent + "{\n" + indent + "  const Ix i = rest % s" + n(d) + ";\n" + indent +
+         "  rest /= s" + n(d) + ";\n" + indent + "  ob += i * os" + n(d) + ";\n";
+    for (std::size_t k = 0; k < plan.inputs.size(); ++k)
+      s += indent + "  b" + n(k) + " += i * in" + n(k) + "_t" + n(d) + ";\n";
+    s += indent + "}\n";
+  }
+  return s;
+}
+
+/// The loads of one side's inputs at element k of the row.
+std::string loads(const ScanPlan& plan, bool after, int axis, const std::string& indent) {
+  std::string s;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    if (plan.inputs[k].after != after) continue;
+    s += indent + "const float in" + n(k) + " = sa_load(in" + n(k) + "_data[b" + n(k) +
+         " + k * in" + n(k) + "_t" + n(axis) + "]);\n";
+  }
+  return s;
+}
+
+std::string lines(const std::vector<std::string>& body, const std::string& indent) {
+  std::string s;
+  for (const std::string& line : body) s += indent + line + "\n";
+  return s;
+}
+
+/// The output's contiguous strides, os0..os5, from the sizes.
+std::string out_strides(const std::string& indent) {
+  std::string s = indent + "const Ix os5 = 1;\n";
+  for (int d = kRank - 2; d >= 0; --d)
+    s += indent + "const Ix os" + n(d) + " = os" + n(d + 1) + " * s" + n(d + 1) + ";\n";
+  return s;
+}
+
+}  // namespace
+
+std::string scan_kernel_source(const ScanPlan& plan, const std::string& device) {
+  const bool cuda = device == "cuda";
+  const int axis = kRank - plan.rank + plan.axis;
+  const std::string a = n(axis);
+  std::string params, args, reach;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    params +=
+        "const " + element_type(plan.inputs[k].dtype) + "* __restrict__ in" + n(k) + "_data, ";
+    args += "in" + n(k) + "_data, ";
+  }
+  params += element_type(plan.output_dtype) + "* __restrict__ out";
+  args += "out";
+  for (int d = 0; d < kRank; ++d) {
+    params += ", int64_t s" + n(d);
+    args += ", s" + n(d);
+  }
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    std::string far;
+    for (int d = 0; d < kRank; ++d) {
+      const std::string t = "in" + n(k) + "_t" + n(d);
+      params += ", int64_t " + t;
+      args += ", " + t;
+      far += std::string(d ? " + " : "") + "(s" + n(d) + " - 1) * " + t;
+    }
+    reach += "  if (" + far + " > reach) reach = " + far + ";\n";
+  }
+  const std::string store =
+      "sa_store(out + ob + k * os" + a + ", " + rounded(plan.result, plan.output_dtype) + ");\n";
+  std::string source = "// Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
+                       " in one kernel, a row's running sum carried along it.\n"
+                       "#include <math.h>\n#include <stdint.h>\n";
+  const std::string helpers = dtype_helpers(device) + kExpressionHelpers;
+  if (!cuda) {
+    return source + "#include <omp.h>\n\n#define SA_FN static inline\n" + helpers +
+           cpu_config_source("fused_scan") + "typedef int64_t Ix;\n\n" +
+           "extern \"C\" int fused_scan(" + params +
+           ", void* stream) {\n"
+           "  (void)stream;\n"
+           "  sa_apply_config();\n"
+           "  const Ix R = s" +
+           a + ", total = s0 * s1 * s2 * s3 * s4 * s5;\n  if (total == 0) return 0;\n" +
+           out_strides("  ") +
+           "#pragma omp parallel for schedule(runtime)\n"
+           "  for (Ix r = 0; r < total / R; ++r) {\n" +
+           row_base(plan, axis, "    ") +
+           "    float carry = 0.0f;\n"
+           "    for (Ix k = 0; k < R; ++k) {\n" +
+           loads(plan, false, axis, "      ") + lines(plan.before, "      ") +
+           "      carry += " + plan.scanned + ";\n      const float scanned = carry;\n" +
+           loads(plan, true, axis, "      ") + lines(plan.after, "      ") + "      " + store +
+           "    }\n  }\n  return 0;\n}\n";
+  }
+  std::string kernel_params = params;
+  for (std::size_t at = 0; (at = kernel_params.find("int64_t ", at)) != std::string::npos;)
+    kernel_params.replace(at, 8, "Ix ");
+  return source + "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n" +
+         helpers + kCudaGridHelper +
+         "\n// A block a row, in tiles of blockDim.x x 4 elements: each thread scans its 4\n"
+         "// neighbours, the block the threads' totals (a warp's by shuffles, then the warps'),\n"
+         "// and the carry takes each tile's total to the next. blockDim.x is a multiple of 32.\n"
+         "template <class Ix>\n"
+         "static __global__ void __launch_bounds__(1024) fused_scan_kernel(" +
+         kernel_params +
+         ") {\n"
+         "  __shared__ float warp_sums[32];\n"
+         "  const Ix R = s" +
+         a + ", rows = s0 * s1 * s2 * s3 * s4 * s5 / R;\n" + out_strides("  ") +
+         "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+         "  const int warps = blockDim.x >> 5;\n"
+         "  for (Ix r = blockIdx.x; r < rows; r += gridDim.x) {\n" +
+         row_base(plan, axis, "    ") +
+         "    float carry = 0.0f;\n"
+         "    for (Ix start = 0; start < R; start += (Ix)blockDim.x * 4) {\n"
+         "      const Ix k0 = start + (Ix)threadIdx.x * 4;\n"
+         "      float v[4];\n"
+         "#pragma unroll\n"
+         "      for (int q = 0; q < 4; ++q) {\n"
+         "        const Ix k = k0 + q;\n"
+         "        v[q] = 0.0f;\n"
+         "        if (k < R) {\n" +
+         loads(plan, false, axis, "          ") + lines(plan.before, "          ") +
+         "          v[q] = " + plan.scanned +
+         ";\n"
+         "        }\n"
+         "      }\n"
+         "      v[1] += v[0];\n      v[2] += v[1];\n      v[3] += v[2];\n"
+         "      float x = v[3];  // the thread's total, then the warp's sum up to it\n"
+         "#pragma unroll\n"
+         "      for (int d = 1; d < 32; d <<= 1) {\n"
+         "        const float y = __shfl_up_sync(0xffffffffu, x, d);\n"
+         "        if (lane >= d) x += y;\n"
+         "      }\n"
+         "      float exclusive = __shfl_up_sync(0xffffffffu, x, 1);\n"
+         "      if (lane == 0) exclusive = 0.0f;\n"
+         "      if (lane == 31) warp_sums[warp] = x;\n"
+         "      __syncthreads();\n"
+         "      if (warp == 0) {\n"
+         "        float w = lane < warps ? warp_sums[lane] : 0.0f;\n"
+         "#pragma unroll\n"
+         "        for (int d = 1; d < 32; d <<= 1) {\n"
+         "          const float y = __shfl_up_sync(0xffffffffu, w, d);\n"
+         "          if (lane >= d) w += y;\n"
+         "        }\n"
+         "        if (lane < warps) warp_sums[lane] = w;\n"
+         "      }\n"
+         "      __syncthreads();\n"
+         "      const float prefix = carry + (warp > 0 ? warp_sums[warp - 1] : 0.0f) + "
+         "exclusive;\n"
+         "#pragma unroll\n"
+         "      for (int q = 0; q < 4; ++q) {\n"
+         "        const Ix k = k0 + q;\n"
+         "        if (k >= R) break;\n"
+         "        const float scanned = prefix + v[q];\n" +
+         loads(plan, true, axis, "        ") + lines(plan.after, "        ") + "        " + store +
+         "      }\n"
+         "      carry += warp_sums[warps - 1];\n"
+         "      __syncthreads();  // warp_sums is the next tile's\n"
+         "    }\n"
+         "  }\n}\n\n"
+         "// The launch configuration model_new.py chose: 128 << config threads a block, or -1:\n"
+         "// 256.\n"
+         "static int sa_config = -1;\n"
+         "extern \"C\" int fused_scan_config(int64_t config) {\n"
+         "  sa_config = config >= 0 && config < 4 ? (int)config : -1;\n"
+         "  return 0;\n}\n\n"
+         "extern \"C\" int fused_scan(" +
+         params +
+         ", void* stream) {\n"
+         "  const int64_t total = s0 * s1 * s2 * s3 * s4 * s5;\n"
+         "  if (total == 0) return 0;\n"
+         "  const int threads = sa_config >= 0 ? 128 << sa_config : 256;\n"
+         "  const unsigned grid = sa_grid(total / s" +
+         a +
+         ");\n"
+         "  // 32-bit indices where every element and offset fits, with room for a tile's\n"
+         "  // overshoot past a row's end and the grid's stride.\n"
+         "  int64_t reach = total;\n" +
+         reach +
+         "  cudaStream_t s = (cudaStream_t)stream;\n"
+         "  if (reach < INT32_MAX - 4 * (int64_t)threads - (int64_t)grid)\n"
+         "    fused_scan_kernel<int32_t><<<grid, threads, 0, s>>>(" +
+         args +
+         ");\n"
+         "  else\n"
+         "    fused_scan_kernel<int64_t><<<grid, threads, 0, s>>>(" +
+         args + ");\n  return (int)cudaGetLastError();\n}\n";
+}
+
+std::string scan_model_source(const Graph& graph, const ScanPlan& plan) {
+  std::string s = "\"\"\"Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
+                  " in one kernel (kernels/).\"\"\"\n\n"
+                  "import torch\nimport torch.nn as nn\n\nfrom utils.kernels import load\n\n"
+                  "RANK = 6\n"
+                  "lib = load()\n"
+                  "fused_scan = lib.bind(\"fused_scan\", " +
+                  std::string("*[\"tensor\"] * ") + n(plan.inputs.size() + 1) +
+                  ", *[\"i64\"] * (RANK * " + n(plan.inputs.size() + 1) + "), \"stream\")\n" +
+                  model_config_source("fused_scan") +
+                  "\n\n"
+                  "def strides(t):\n"
+                  "    \"\"\"t's strides against the scanned shape padded to RANK dims, which it "
+                  "broadcasts\n"
+                  "    to: 0 along a dim it does not have or has once.\"\"\"\n"
+                  "    offset = RANK - t.dim()\n"
+                  "    return [0 if k < offset or t.size(k - offset) == 1 else t.stride(k - "
+                  "offset)\n"
+                  "            for k in range(RANK)]\n\n\n";
+  std::string tensors;
+  for (const ElementInput& in : plan.inputs)
+    tensors += value_expression(graph.values[in.value]) + ", ";
+  s += "class ModelNew(nn.Module):\n"
+       "    def __init__(self, *init_inputs):\n"
+       "        super().__init__()\n" +
+       module_state_source(graph) +
+       "\n"
+       "    def forward(self" +
+       forward_parameters(graph) +
+       "):\n"
+       "        inputs = [" +
+       tensors +
+       "]\n"
+       "        # The scanned shape: what the inputs broadcast to.\n"
+       "        shape = [1] * " +
+       n(plan.rank) +
+       "\n"
+       "        for t in inputs:\n"
+       "            for k, size in enumerate(t.shape):\n"
+       "                at = len(shape) - t.dim() + k\n"
+       "                shape[at] = size if size != 1 else shape[at]\n"
+       "        out = torch.empty(shape, dtype=torch." +
+       plan.output_dtype +
+       ", device=inputs[0].device)\n"
+       "        sizes = [1] * (RANK - len(shape)) + shape\n"
+       "        fused_scan(*inputs, out, *sizes, *[n for t in inputs for n in strides(t)])\n"
+       "        return out" +
+       graph.output_view + "\n";
+  return s;
+}
+
+Status synthesize_scan(const Graph& graph, const std::string& device, Candidate* candidate) {
+  ScanPlan plan;
+  if (Status s = plan_scan(graph, &plan); !s.ok()) return s;
+  const std::string kernel = scan_kernel_source(plan, device);
+  candidate->files["model_new.py"] = scan_model_source(graph, plan);
+  candidate->files[device == "cuda" ? "kernels/fused_scan.cu" : "kernels/fused_scan.cpp"] = kernel;
+  if (device == "cuda") {
+    candidate->configs = {{-1, "256 threads a row"},
+                          {0, "128 threads a row"},
+                          {2, "512 threads a row"},
+                          {3, "1024 threads a row"}};
+  } else {
+    candidate->configs = cpu_schedules();
+  }
+  candidate->pattern = sha256_hex(kernel);
+  long long total = 1;
+  for (std::int64_t size : plan.shape) total *= size;
+  candidate->shape_class = size_class(total) + " elements";
+  return Status::OK();
+}
+
+}  // namespace cuda_agent::synth

@@ -1,0 +1,51 @@
+/// The synthesizer's plan for a cumulative sum: torch.cumsum along one dim, with the
+/// elementwise ops before it (on each element it reads) and after it (on each running sum) in
+/// one kernel that reads and writes each element once. Positions along the scanned dim
+/// (torch.arange over it, a running mean's counts) are the kernel's own index, not a tensor.
+///
+/// The iteration space is the scanned shape F, padded on the left to 6 dims; a row is one
+/// position of every dim but the scanned one. On CUDA a block takes a row, in tiles of blockDim
+/// x 4 elements: each thread scans its 4 neighbouring elements, the block scans the threads'
+/// totals (warp shuffles, then across warps through shared memory), and a carry takes each
+/// tile's total to the next. On the CPU each thread takes whole rows. Every input is read
+/// through 6 strides that model_new.py computes from the tensors at run time (0 along a
+/// broadcast dim), so one kernel serves any size and any strided view.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "synth/element_lines.h"
+#include "synth/graph.h"
+#include "synth/tuning.h"
+#include "util/status.h"
+
+namespace cuda_agent::synth {
+
+struct ScanPlan {
+  int rank = 0;                      // of F
+  int axis = 0;                      // the scanned dim of F
+  std::vector<ElementInput> inputs;  // in kernel argument order, read as in0, in1, ...
+  std::vector<std::string> before;   // per element read: "const float bK = ...;"
+  std::string scanned;               // the variable of the cumulative sum's operand
+  std::vector<std::string> after;    // per element written: "const float aK = ...;"
+  std::string result;                // the variable stored
+  std::string output_dtype = "float32";
+  std::vector<std::string> ops;     // the ops fused, in order
+  std::vector<std::int64_t> shape;  // F at capture: what the tuner classes the task by
+};
+
+/// The plan for graph, or an InvalidArgument that names each op or argument it cannot take.
+Status plan_scan(const Graph& graph, ScanPlan* plan);
+
+/// kernels/fused_scan.cpp ("cpu") or .cu ("cuda"): extern "C" int fused_scan(inputs..., out,
+/// int64_t s0..s5 (F's sizes, padded to 6 dims), (6 strides) per input, void* stream).
+std::string scan_kernel_source(const ScanPlan& plan, const std::string& device);
+
+/// model_new.py for the plan.
+std::string scan_model_source(const Graph& graph, const ScanPlan& plan);
+
+/// The candidate for graph on device: its files, configurations and tuning keys.
+Status synthesize_scan(const Graph& graph, const std::string& device, Candidate* candidate);
+
+}  // namespace cuda_agent::synth

@@ -1,0 +1,93 @@
+#include "synth/scan_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "synth/graph_test_util.h"
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+using namespace testing;
+
+/// cumsum(x * w, -1) / arange(1, cols + 1): a running mean of x scaled by a per-column weight.
+json running_mean(int rows, int cols) {
+  json arange = node("arange", "aten.arange.start", {1, cols + 1}, {cols});
+  arange["kwargs"] = {{"dtype", "torch.float32"}};
+  return graph(
+      {tensor_input("x", "input", {rows, cols}), tensor_input("p_w", "parameter", {cols}, "w")},
+      {arange, node("mul", "aten.mul.Tensor", {ref("x"), ref("p_w")}, {rows, cols}),
+       node("cumsum", "aten.cumsum.default", {ref("mul"), -1}, {rows, cols}),
+       node("div", "aten.div.Tensor", {ref("cumsum"), ref("arange")}, {rows, cols})},
+      {"div"});
+}
+
+TEST(SynthScanPlan, ARunningMeanIsOneScanWithItsCountsAsPositions) {
+  ScanPlan plan;
+  Status s = plan_scan(read(running_mean(8, 100)), &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.rank, 2);
+  EXPECT_EQ(plan.axis, 1);
+  EXPECT_EQ(plan.ops, (std::vector<std::string>{"mul", "cumsum", "div"}));
+  ASSERT_EQ(plan.inputs.size(), 2u);  // x and w, read before the scan; arange is no tensor
+  EXPECT_FALSE(plan.inputs[0].after);
+  EXPECT_EQ(plan.before, (std::vector<std::string>{"const float b0 = (in0 * in1);"}));
+  EXPECT_EQ(plan.scanned, "b0");
+  EXPECT_EQ(
+      plan.after,
+      (std::vector<std::string>{"const float a0 = sa_div(scanned, (1.0f + 1.0f * (float)k));"}));
+  for (const char* device : {"cpu", "cuda"}) {
+    const std::string source = scan_kernel_source(plan, device);
+    EXPECT_NE(source.find("extern \"C\" int fused_scan("), std::string::npos) << device;
+    // Along the scanned dim (the last of 6), each input steps by its stride there.
+    EXPECT_NE(source.find("in0_data[b0 + k * in0_t5]"), std::string::npos) << device;
+  }
+  EXPECT_NE(scan_kernel_source(plan, "cuda").find("__shfl_up_sync"), std::string::npos);
+}
+
+TEST(SynthScanPlan, ThePlanDoesNotDependOnTheSizes) {
+  ScanPlan a, b;
+  ASSERT_TRUE(plan_scan(read(running_mean(8, 100)), &a).ok());
+  ASSERT_TRUE(plan_scan(read(running_mean(3, 7)), &b).ok());
+  for (const char* device : {"cpu", "cuda"})
+    EXPECT_EQ(scan_kernel_source(a, device), scan_kernel_source(b, device));
+}
+
+TEST(SynthScanPlan, AScanOverAMiddleDimStepsByThatDimsStride) {
+  Graph g =
+      read(graph({tensor_input("x", "input", {4, 50, 6})},
+                 {node("cumsum", "aten.cumsum.default", {ref("x"), 1}, {4, 50, 6})}, {"cumsum"}));
+  ScanPlan plan;
+  ASSERT_TRUE(plan_scan(g, &plan).ok());
+  EXPECT_EQ(plan.axis, 1);
+  EXPECT_EQ(plan.result, "scanned");
+  // F (4, 50, 6) is dims 3..5 of six; the scanned one is dim 4.
+  EXPECT_NE(scan_kernel_source(plan, "cpu").find("in0_data[b0 + k * in0_t4]"), std::string::npos);
+}
+
+TEST(SynthScanPlan, WhatThePlanCannotTakeIsNamed) {
+  ScanPlan plan;
+  // Positions along another dim than the scanned one.
+  json across = running_mean(8, 100);
+  across["nodes"][2]["args"][1] = 0;
+  Status s = plan_scan(read(across), &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("aten.arange.start does not run along the scanned dim"),
+            std::string::npos)
+      << s.message();
+  // int64 positions: the kernel computes in float.
+  json integers = running_mean(8, 100);
+  integers["nodes"][0]["dtype"] = "int64";
+  s = plan_scan(read(integers), &plan);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("makes int64 positions"), std::string::npos) << s.message();
+  // No cumulative sum at all.
+  Graph none = read(graph({tensor_input("x", "input", {4})},
+                          {node("relu", "aten.relu.default", {ref("x")}, {4})}, {"relu"}));
+  s = plan_scan(none, &plan);
+  EXPECT_NE(s.message().find("no cumulative sum"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
