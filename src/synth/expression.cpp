@@ -77,6 +77,11 @@ std::string scaled_sum(const Writer& w, const std::string& left, const char* sig
          ")";
 }
 
+/// "(self <op> other ? 1.0f : 0.0f)": a comparison's bool as the kernels hold it.
+std::string compare(const Writer& w, const char* op) {
+  return "(" + w.operand(0, "self") + " " + op + " " + w.operand(1, "other") + " ? 1.0f : 0.0f)";
+}
+
 const std::map<std::string, Rule>& rules() {
   static const auto* table = new std::map<std::string, Rule>{
       {"relu", [](const Writer& w) { return "sa_max(" + w.operand(0, "self") + ", 0.0f)"; }},
@@ -196,6 +201,13 @@ const std::map<std::string, Rule>& rules() {
        [](const Writer& w) {
          return "(" + w.operand(0, "self") + " * " + w.operand(1, "other") + ")";
        }},
+      // Comparisons make bools, which the kernels hold as 1.0f or 0.0f.
+      {"eq", [](const Writer& w) { return compare(w, "=="); }},
+      {"ne", [](const Writer& w) { return compare(w, "!="); }},
+      {"lt", [](const Writer& w) { return compare(w, "<"); }},
+      {"le", [](const Writer& w) { return compare(w, "<="); }},
+      {"gt", [](const Writer& w) { return compare(w, ">"); }},
+      {"ge", [](const Writer& w) { return compare(w, ">="); }},
       // A bool tensor reads as 1.0f or 0.0f (sa_load), so a condition is a comparison with 0.
       {"where",
        [](const Writer& w) {
@@ -250,12 +262,15 @@ bool is_float_dtype(const std::string& dtype) {
   return dtype == "float32" || dtype == "bfloat16" || dtype == "float16";
 }
 
-bool is_input_dtype(const std::string& dtype) { return is_float_dtype(dtype) || dtype == "bool"; }
+bool is_input_dtype(const std::string& dtype) {
+  return is_float_dtype(dtype) || dtype == "bool" || dtype == "int64";
+}
 
 std::string element_type(const std::string& dtype) {
   if (dtype == "bfloat16") return "sa_bf16";
   if (dtype == "float16") return "sa_f16";
   if (dtype == "bool") return "bool";
+  if (dtype == "int64") return "int64_t";
   return "float";
 }
 
@@ -330,6 +345,11 @@ const char* const kCudaVectorHelpers =
     "SA_FN void sa_load8(const bool* p, float* v) {\n"
     "  const uint2 x = *reinterpret_cast<const uint2*>(p);\n"
     "  sa_unbytes(x.x, v);\n  sa_unbytes(x.y, v + 4);\n}\n"
+    "// int64 values (indices, read as floats: exact below 2^24) one at a time.\n"
+    "SA_FN void sa_load4(const int64_t* p, float* v) {\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 4; ++i) v[i] = (float)p[i];\n}\n"
+    "SA_FN void sa_load8(const int64_t* p, float* v) { sa_load4(p, v); sa_load4(p + 4, v + 4); }\n"
     "template <int V, class T> SA_FN void sa_load_v(const T* p, float* v) {\n"
     "  if (V == 8) sa_load8(p, v);\n"
     "  else if (V == 4) sa_load4(p, v);\n"
@@ -368,7 +388,8 @@ std::string dtype_helpers(const std::string& device) {
       "SA_FN float sa_load(float x) { return x; }\n"
       "SA_FN void sa_store(float* p, float x) { *p = x; }\n"
       "SA_FN void sa_store(int64_t* p, int64_t x) { *p = x; }\n"
-      "SA_FN float sa_load(bool x) { return x ? 1.0f : 0.0f; }\n";
+      "SA_FN float sa_load(bool x) { return x ? 1.0f : 0.0f; }\n"
+      "SA_FN float sa_load(int64_t x) { return (float)x; }\n";
   if (device == "cuda") {
     return "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n"
            "typedef __nv_bfloat16 sa_bf16;\ntypedef __half sa_f16;\n" +
@@ -413,9 +434,9 @@ std::string dtype_helpers(const std::string& device) {
 bool is_elementwise_op(const std::string& base_name) { return rules().count(base_name) > 0; }
 
 bool rounds_exactly(const Op& op) {
-  static const std::set<std::string> selections = {"relu",   "relu6",     "abs",        "neg",
-                                                   "clamp",  "clamp_min", "clamp_max",  "hardtanh",
-                                                   "square", "where",     "masked_fill"};
+  static const std::set<std::string> selections = {
+      "relu",  "relu6",       "abs", "neg", "clamp", "clamp_min", "clamp_max", "hardtanh", "square",
+      "where", "masked_fill", "eq",  "ne",  "lt",    "le",        "gt",        "ge"};
   static const std::set<std::string> arithmetic = {"add", "sub",  "rsub",
                                                    "mul", "sqrt", "leaky_relu"};
   if (selections.count(op.name)) return true;

@@ -40,11 +40,11 @@ bool rounds_exactly(const Op& op);
 /// Whatever the dtype, they compute in float32.
 bool is_float_dtype(const std::string& dtype);
 
-/// Whether the kernels read tensors of this dtype: the float dtypes, and bool (a mask or a
-/// condition, read as 1.0f or 0.0f).
+/// Whether the kernels read tensors of this dtype: the float dtypes, bool (a mask or a
+/// condition, read as 1.0f or 0.0f) and int64 (an index, read as a float: exact below 2^24).
 bool is_input_dtype(const std::string& dtype);
 
-/// The element type in kernel code: "float", "sa_bf16", "sa_f16" or "bool".
+/// The element type in kernel code: "float", "sa_bf16", "sa_f16", "bool" or "int64_t".
 std::string element_type(const std::string& dtype);
 
 /// expression rounded to dtype's precision, as torch rounds the result of each op on bfloat16

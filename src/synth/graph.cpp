@@ -24,7 +24,8 @@ const std::unordered_map<std::string, OpClass>& op_classes() {
          "sub",        "rsub",     "mul",         "div",         "maximum",
          "minimum",    "where",    "masked_fill", "to",          "_to_copy",
          "type_as",    "lerp",     "hardtanh",    "sign",        "smooth_l1_loss",
-         "kl_div"});
+         "kl_div",     "eq",       "ne",          "lt",          "le",
+         "gt",         "ge"});
     add(OpClass::kReduction, {"sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin",
                               "logsumexp", "norm", "linalg_vector_norm", "var", "std", "prod"});
     add(OpClass::kSoftmax, {"softmax", "log_softmax", "_softmax", "_log_softmax"});

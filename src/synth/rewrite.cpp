@@ -291,13 +291,15 @@ class Decomposition {
  public:
   Decomposition(Graph* g, std::size_t k) : g_(g), k_(k), made_(g->values[g->ops[k].value]) {}
 
-  /// A new op of target over args, making a value of shape; its argument for the next op.
-  json emit(const std::string& target, json args, std::vector<std::int64_t> shape) {
+  /// A new op of target over args, making a value of shape (and of the replaced value's dtype
+  /// unless another is given); its argument for the next op.
+  json emit(const std::string& target, json args, std::vector<std::int64_t> shape,
+            std::string dtype = "") {
     Op next = make_op(*g_, target, std::move(args));
     Value v;
     v.name = made_.name + "_" + next.name + std::to_string(ops_.size());
     v.kind = "op";
-    v.results = {TensorType{std::move(shape), {}, made_.results[0].dtype}};
+    v.results = {TensorType{std::move(shape), {}, dtype.empty() ? made_.results[0].dtype : dtype}};
     g_->values.push_back(v);
     next.value = static_cast<int>(g_->values.size()) - 1;
     ops_.push_back(next);
@@ -439,6 +441,58 @@ bool rewrite_distances(Graph* g, std::vector<AppliedRewrite>* applied) {
     const std::string made = g->values[op.value].name;
     d.finish();
     applied->push_back({"distance", made + ": " + n + " as the sums and norms it is made of"});
+    return true;
+  }
+  return false;
+}
+
+/// cross_entropy of (N, C) logits and N class indices, without a reduction, class weights or
+/// label smoothing: logsumexp(x_i) - x_i[t_i], and 0 where t_i is ignore_index. The picked
+/// logit is the row's sum of x where the position along it equals t_i, so the row plan reads
+/// each row once for both sums (eager writes the whole log_softmax, then gathers from it).
+bool rewrite_cross_entropy(Graph* g, std::vector<AppliedRewrite>* applied) {
+  for (std::size_t k = 0; k < g->ops.size(); ++k) {
+    const Op op = g->ops[k];  // a copy: values and ops change below
+    if (op.name != "cross_entropy_loss") continue;
+    const int x = value_operand(*g, op, 0, "self"), t = value_operand(*g, op, 1, "target");
+    const TensorType* logits = float_tensor(*g, x);
+    if (!logits || logits->shape.size() != 2 || t < 0 || g->values[t].results.size() != 1 ||
+        g->values[t].results[0].dtype != "int64" ||
+        g->values[t].results[0].shape != std::vector{logits->shape[0]} ||
+        !argument(op, 2, "weight").is_null() || !float_tensor(*g, op.value)) {
+      continue;
+    }
+    const json& reduction = argument(op, 3, "reduction");
+    const json& ignore = argument(op, 4, "ignore_index");
+    if (!(reduction.is_number_integer() && reduction.get<int>() == 0) ||
+        !(ignore.is_null() || ignore.is_number_integer()) ||
+        number_argument(op, 5, "label_smoothing", 0) != 0) {
+      continue;
+    }
+    const std::int64_t rows = logits->shape[0], classes = logits->shape[1];
+    const std::int64_t ignored = ignore.is_null() ? -100 : ignore.get<std::int64_t>();
+    // Per-row values keep the class dim (as 1) so that they line up with the targets viewed
+    // as a column, and lose it at the end.
+    const std::vector<std::int64_t> column{rows, 1}, all{rows, classes};
+    Decomposition d(g, k);
+    const json logit = value_argument(g->values[x].name),
+               target = value_argument(g->values[t].name);
+    const json dim = json::array({1});
+    const json lse = d.emit("aten.logsumexp.default", json::array({logit, dim, true}), column);
+    const json index = d.emit("aten.unsqueeze.default", json::array({target, 1}), column, "int64");
+    const json position =
+        d.emit("aten.arange.default", json::array({classes}), {classes}, "float32");
+    const json hit = d.emit("aten.eq.Tensor", json::array({position, index}), all, "bool");
+    const json only = d.emit("aten.where.ScalarOther", json::array({hit, logit, 0.0}), all);
+    const json picked = d.emit("aten.sum.dim_IntList", json::array({only, dim, true}), column);
+    const json loss = d.emit("aten.sub.Tensor", json::array({lse, picked}), column);
+    const json skip = d.emit("aten.eq.Scalar", json::array({index, ignored}), column, "bool");
+    const json kept = d.emit("aten.where.ScalarSelf", json::array({skip, 0.0, loss}), column);
+    d.emit("aten.squeeze.dim", json::array({kept, 1}), {rows});
+    const std::string made = g->values[op.value].name;
+    d.finish();
+    applied->push_back({"cross_entropy", made + ": logsumexp of each row less its target's "
+                                                "logit, picked by position"});
     return true;
   }
   return false;
@@ -816,9 +870,10 @@ bool rewrite_identity_broadcast(Graph* g, std::vector<AppliedRewrite>* applied) 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
   while (rewrite_diag_matmul(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
-         rewrite_distances(graph, &applied) || rewrite_library_ops(graph, &applied) ||
-         rewrite_group_norm(graph, &applied) || rewrite_input_views(graph, &applied) ||
-         rewrite_identity_broadcast(graph, &applied) || remove_dead_ops(graph, &applied)) {
+         rewrite_distances(graph, &applied) || rewrite_cross_entropy(graph, &applied) ||
+         rewrite_library_ops(graph, &applied) || rewrite_group_norm(graph, &applied) ||
+         rewrite_input_views(graph, &applied) || rewrite_identity_broadcast(graph, &applied) ||
+         remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

@@ -18,6 +18,9 @@
 ///   - distance: cosine_similarity, pairwise_distance and triplet_margin_loss, which aten keeps
 ///     as one op each, become the products, sums, norms and hinge they are made of, so that the
 ///     row plan reads each row once for all of its sums (cosine: x1.x2, |x1|^2, |x2|^2);
+///   - cross_entropy: a per-sample cross entropy of class indices is each row's logsumexp less
+///     its target's logit, picked as the row's sum where the position equals the target, which
+///     the row plan takes in one pass (eager writes the whole log_softmax to gather from it);
 ///   - identity_broadcast: getitem k of broadcast_tensors is operand k where the broadcast
 ///     leaves its shape as it is.
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
@@ -31,8 +34,9 @@
 namespace cuda_agent::synth {
 
 struct AppliedRewrite {
-  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "distance", "input_view",
-                       // "library_op", "group_norm", "identity_broadcast"
+  std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "distance",
+                       // "cross_entropy", "input_view", "library_op", "group_norm",
+                       // "identity_broadcast"
   std::string detail;  // what it changed, for a person
 };
 

@@ -457,5 +457,46 @@ TEST(SynthRewrite, TripletMarginLossIsTwoPairwiseDistancesAndAHinge) {
   EXPECT_NE(std::find(names.begin(), names.end(), "minimum"), names.end());
 }
 
+/// F.cross_entropy(logits, targets, reduction="none") of (rows, classes) logits.
+json per_sample_cross_entropy(int rows, int classes, json reduction = 0) {
+  json targets = tensor_input("targets", "input", {rows});
+  targets["dtype"] = "int64";
+  return graph({tensor_input("logits", "input", {rows, classes}), targets},
+               {node("loss", "aten.cross_entropy_loss.default",
+                     {ref("logits"), ref("targets"), nullptr, reduction}, {rows})},
+               {"loss"});
+}
+
+TEST(SynthRewrite, CrossEntropyIsEachRowsLogsumexpLessTheLogitAtItsTarget) {
+  for (auto [rows, classes] : {std::pair{64, 1000}, std::pair{3, 7}}) {  // a perturbed shape too
+    Graph g = read(per_sample_cross_entropy(rows, classes));
+    auto applied = rewrite_graph(&g);
+    ASSERT_FALSE(applied.empty());
+    EXPECT_EQ(applied[0].name, "cross_entropy");
+    EXPECT_EQ(op_names(g), (std::vector<std::string>{"logsumexp", "arange", "eq", "where", "sum",
+                                                     "sub", "eq", "where", "squeeze"}));
+    // The targets are read as a column: a view ModelNew makes, not an op.
+    EXPECT_EQ(value_expression(g.values[g.ops[2].inputs[1]]), "targets.unsqueeze(1)");
+    EXPECT_EQ(g.ops[6].args[1], -100);  // torch's default ignore_index
+    EXPECT_EQ(g.values[g.outputs[0]].name, "loss");
+    // One pass over each row: the logsumexp and the picked logit together.
+    RowPlan plan;
+    Status s = plan_rows(g, &plan);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(plan.passes, 1);
+    EXPECT_EQ(plan.accumulators.size(), 2u);
+    ASSERT_EQ(plan.inputs.size(), 2u);
+    EXPECT_EQ(plan.inputs[1].dtype, "int64");
+    EXPECT_FALSE(plan.inputs[1].per_element);  // one target a row
+  }
+}
+
+TEST(SynthRewrite, AReducedCrossEntropyIsLeftAlone) {
+  Graph g = read(per_sample_cross_entropy(8, 10, 1));  // the mean: torch's default
+  g.values[g.outputs[0]].results[0].shape = {};
+  rewrite_graph(&g);
+  EXPECT_EQ(op_names(g), (std::vector<std::string>{"cross_entropy_loss"}));
+}
+
 }  // namespace
 }  // namespace cuda_agent::synth

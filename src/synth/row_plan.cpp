@@ -276,15 +276,51 @@ class Planner {
         return plan_normalization(op);
       case OpClass::kLayout:
         return plan_layout(op);
+      case OpClass::kScan:
+        if (op.name == "arange") return plan_position(op);
+        return refuse(op.target + " is not an op the row kernel fuses");
       default:
         return refuse(op.target + " is not an op the row kernel fuses");
     }
   }
 
+  /// torch.arange along the one reduced dim, the last of F: each element's position in its
+  /// row, start + step * k, from the kernel's own index rather than a tensor.
+  bool plan_position(const Op& op) {
+    const TensorType* t = tensor_of(op.value);
+    const int last = p_.rank - 1;
+    if (!t || t->shape.size() != 1 || p_.first_reduced != last || p_.last_reduced != last ||
+        t->shape[0] != f_[last]) {
+      return refuse(op.target + " does not run along the rows");
+    }
+    if (!is_float_dtype(t->dtype)) return refuse(op.target + " makes " + t->dtype + " positions");
+    const auto number = [&](std::size_t index, const char* name, double fallback) {
+      const json& a = argument(op, index, name);
+      return a.is_number() ? a.get<double>() : a.is_null() ? fallback : std::nan("");
+    };
+    // arange(end), arange(start, end) or arange(start, end, step); the length is the row's.
+    const bool from_zero = op.target == "aten.arange.default";
+    const double start = from_zero ? 0 : number(0, "start", 0);
+    const double step = from_zero ? 1 : number(2, "step", 1);
+    if (std::isnan(start) || std::isnan(step)) {
+      return refuse(op.target + " with a start or step that is no number");
+    }
+    Info result;
+    result.per_element = true;
+    result.dims = {last};
+    // Integer positions are exact in float32 below 2^24, as torch's are.
+    result.exact = start == std::floor(start) && step == std::floor(step);
+    result.variable = emit(true, 0, "(" + literal(start) + " + " + literal(step) + " * (float)k)");
+    known_[op.value] = result;
+    p_.ops.push_back(op.name);
+    return true;
+  }
+
   bool plan_elementwise(const Op& op) {
     const TensorType* t = tensor_of(op.value);
-    if (!t || !is_float_dtype(t->dtype)) {
-      return refuse(op.target + " does not make one float32, bfloat16 or float16 tensor");
+    // A comparison's bool is held as 1.0f or 0.0f, like a bool input.
+    if (!t || !(is_float_dtype(t->dtype) || t->dtype == "bool")) {
+      return refuse(op.target + " does not make one float32, bfloat16, float16 or bool tensor");
     }
     const int r = static_cast<int>(t->shape.size());
     // The dims the result lands on: those of a made operand of the same rank, else F's last r.
@@ -638,6 +674,21 @@ class Planner {
         return refuse(op.target + " of a value the plan has not made, or to another rank");
       }
       known_[op.value] = it->second;  // broadcasting is implicit in the kernel
+      return true;
+    }
+    if (n == "squeeze") {  // a per-row value kept as (..., 1, ...) losing the reduced dims
+      auto it = known_.find(source);
+      const TensorType* out = tensor_of(op.value);
+      std::vector<std::int64_t> rows;
+      for (int d : without_d()) rows.push_back(f_[d]);
+      if (it == known_.end() || it->second.per_element || !it->second.keepdim ||
+          !it->second.elements.empty() || !out || out->shape != rows) {
+        return refuse(op.target + " of a value that is not one a row, kept along the rows");
+      }
+      Info result = it->second;
+      result.keepdim = false;
+      result.dims = without_d();
+      known_[op.value] = result;
       return true;
     }
     return refuse(op.target + " moves data in a way the row kernel does not");
