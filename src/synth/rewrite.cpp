@@ -498,6 +498,44 @@ bool rewrite_cross_entropy(Graph* g, std::vector<AppliedRewrite>* applied) {
   return false;
 }
 
+/// A product of a matrix (or a batch of them) and a vector, one pass over the matrix bound by
+/// memory rather than compute, as the reduction it is: A @ v = sum(A * v, -1) and v @ A =
+/// sum(v[:, None] * A, -2), which the row plan takes with v read along (or across) the rows.
+bool rewrite_matrix_vector(Graph* g, std::vector<AppliedRewrite>* applied) {
+  for (std::size_t k = 0; k < g->ops.size(); ++k) {
+    const Op op = g->ops[k];  // a copy: values and ops change below
+    if ((op.name != "matmul" && op.name != "mv") || op.inputs.size() != 2) continue;
+    const TensorType* a = float_tensor(*g, op.inputs[0]);
+    const TensorType* b = float_tensor(*g, op.inputs[1]);
+    const TensorType* out = float_tensor(*g, op.value);
+    if (!a || !b || !out || a->dtype != b->dtype) continue;
+    const bool left = a->shape.size() == 1 && b->shape.size() == 2;   // v @ A
+    const bool right = a->shape.size() >= 2 && b->shape.size() == 1;  // A @ v
+    if (!left && !right) continue;
+    const int matrix = left ? op.inputs[1] : op.inputs[0],
+              vector = left ? op.inputs[0] : op.inputs[1];
+    std::vector<std::int64_t> shape = g->values[matrix].results[0].shape;
+    json vector_arg = value_argument(g->values[vector].name);
+    Decomposition d(g, k);
+    if (left) {  // v as a column against A (K, N)
+      vector_arg = d.emit("aten.unsqueeze.default", json::array({vector_arg, -1}), {shape[0], 1});
+    }
+    // The products in float32, as the library's GEMV takes them before its float32 sum.
+    const json product =
+        d.emit("aten.mul.Tensor", json::array({value_argument(g->values[matrix].name), vector_arg}),
+               shape, "float32");
+    d.emit("aten.sum.dim_IntList", json::array({product, json::array({left ? -2 : -1})}),
+           out->shape);
+    const std::string made = g->values[op.value].name;
+    d.finish();
+    applied->push_back({"matrix_vector", made + ": a product with a vector is a sum of " +
+                                             "products along the matrix's " +
+                                             (left ? "columns" : "rows")});
+    return true;
+  }
+  return false;
+}
+
 /// Contiguous strides for shape.
 std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
   std::vector<std::int64_t> stride(shape.size(), 1);
@@ -871,9 +909,9 @@ std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
   while (rewrite_diag_matmul(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
          rewrite_distances(graph, &applied) || rewrite_cross_entropy(graph, &applied) ||
-         rewrite_library_ops(graph, &applied) || rewrite_group_norm(graph, &applied) ||
-         rewrite_input_views(graph, &applied) || rewrite_identity_broadcast(graph, &applied) ||
-         remove_dead_ops(graph, &applied)) {
+         rewrite_matrix_vector(graph, &applied) || rewrite_library_ops(graph, &applied) ||
+         rewrite_group_norm(graph, &applied) || rewrite_input_views(graph, &applied) ||
+         rewrite_identity_broadcast(graph, &applied) || remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

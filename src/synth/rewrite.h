@@ -21,6 +21,8 @@
 ///   - cross_entropy: a per-sample cross entropy of class indices is each row's logsumexp less
 ///     its target's logit, picked as the row's sum where the position equals the target, which
 ///     the row plan takes in one pass (eager writes the whole log_softmax to gather from it);
+///   - matrix_vector: a product of a matrix (or a batch) and a vector, bound by memory, is
+///     the row reduction it is, sum(A * v, -1) or sum(v[:, None] * A, -2);
 ///   - identity_broadcast: getitem k of broadcast_tensors is operand k where the broadcast
 ///     leaves its shape as it is.
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
@@ -35,8 +37,8 @@ namespace cuda_agent::synth {
 
 struct AppliedRewrite {
   std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "distance",
-                       // "cross_entropy", "input_view", "library_op", "group_norm",
-                       // "identity_broadcast"
+                       // "cross_entropy", "matrix_vector", "input_view", "library_op",
+                       // "group_norm", "identity_broadcast"
   std::string detail;  // what it changed, for a person
 };
 

@@ -498,5 +498,31 @@ TEST(SynthRewrite, AReducedCrossEntropyIsLeftAlone) {
   EXPECT_EQ(op_names(g), (std::vector<std::string>{"cross_entropy_loss"}));
 }
 
+TEST(SynthRewrite, AProductWithAVectorIsASumOfProductsAlongTheRows) {
+  for (auto [m, k] : {std::pair{64, 512}, std::pair{5, 3}}) {  // a perturbed shape too
+    Graph g = read(graph({tensor_input("a", "input", {2, m, k}), tensor_input("v", "input", {k})},
+                         {node("matmul", "aten.matmul.default", {ref("a"), ref("v")}, {2, m})},
+                         {"matmul"}));
+    auto applied = rewrite_graph(&g);
+    ASSERT_FALSE(applied.empty());
+    EXPECT_EQ(applied[0].name, "matrix_vector");
+    EXPECT_EQ(op_names(g), (std::vector<std::string>{"mul", "sum"}));
+    EXPECT_EQ(g.values[g.ops[0].value].results[0].dtype, "float32");
+    EXPECT_EQ(g.ops[1].args[1], json::array({-1}));
+    RowPlan plan;
+    Status s = plan_rows(g, &plan);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(plan.passes, 1);
+  }
+  // v @ A: v as a column (a view ModelNew makes), the sum down the columns.
+  Graph left =
+      read(graph({tensor_input("v", "input", {6}), tensor_input("a", "input", {6, 9})},
+                 {node("matmul", "aten.matmul.default", {ref("v"), ref("a")}, {9})}, {"matmul"}));
+  rewrite_graph(&left);
+  EXPECT_EQ(op_names(left), (std::vector<std::string>{"mul", "sum"}));
+  EXPECT_EQ(value_expression(left.values[left.ops[0].inputs[1]]), "v.unsqueeze(-1)");
+  EXPECT_EQ(left.ops[1].args[1], json::array({-2}));
+}
+
 }  // namespace
 }  // namespace cuda_agent::synth

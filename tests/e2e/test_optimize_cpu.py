@@ -238,6 +238,8 @@ ROW_AND_REWRITE_TASKS = [
     # Distances aten keeps whole, as the sums and norms they are: one pass over each row.
     ("level1/047_cosine_similarity_loss.py", 64, "fused_rows"),
     ("level1/048_triplet_margin_per_sample.py", 64, "fused_rows"),
+    # A matrix times a vector: the row reduction it is, one pass over the matrix.
+    ("level1/033_matrix_vector.py", 64, "fused_rows"),
     # Cross entropy: a logsumexp and the target's logit (int64 targets, positions) in one pass.
     ("level1/044_cross_entropy_per_sample.py", 64, "fused_rows"),
     # Pipelines: GEMMs and convolutions through the library, fused kernels between them. An MLP
