@@ -29,6 +29,30 @@ std::pair<std::string, int> pooling_of(const std::string& name) {
   return {"", 0};
 }
 
+/// The kind of window op `op` is, and its number of spatial dims: a pooling, or a depthwise
+/// convolution (a filter of its own for each channel: groups = channels, weight (C, 1, ...)) of
+/// a weight the task holds; "" for neither.
+std::pair<std::string, int> window_kind(const Graph& graph, const Op& op) {
+  auto pooling = pooling_of(op.name);
+  if (!pooling.first.empty()) return pooling;
+  static const std::set<std::string> convolutions = {"conv1d", "conv2d", "conv3d"};
+  if (!convolutions.count(op.name) || op.inputs.size() < 2) return {"", 0};
+  const auto& x = graph.values[op.inputs[0]].results;
+  const Value& w = graph.values[op.inputs[1]];
+  const json& groups = argument(op, 6, "groups");
+  if (x.size() != 1 || w.results.size() != 1 || w.kind == "op" || !groups.is_number_integer()) {
+    return {"", 0};
+  }
+  const auto& ws = w.results[0].shape;
+  const int spatial = static_cast<int>(ws.size()) - 2;
+  const auto& xs = x[0].shape;
+  if (spatial < 1 || spatial > 3 || ws[1] != 1 || xs.size() < ws.size() - 1 ||
+      groups.get<std::int64_t>() != ws[0] || xs[xs.size() - spatial - 1] != ws[0]) {
+    return {"", 0};
+  }
+  return {"depthwise", spatial};
+}
+
 /// The op's window argument at index: spatial sizes, from a list of that many or of one (for
 /// every dim), or a bare int; `fallback` where it is absent, an empty list where it may be
 /// (stride: the kernel's). Empty where it is something else.
@@ -56,7 +80,8 @@ std::vector<std::int64_t> in_dhw(const std::vector<std::int64_t>& sizes, std::in
 }
 
 /// Reads the pooling op's window into plan; a problem for anything else.
-bool read_window(const Op& op, int rank, PoolPlan* plan, std::vector<std::string>* problems) {
+bool read_window(const Graph& graph, const Op& op, int rank, PoolPlan* plan,
+                 std::vector<std::string>* problems) {
   const int s = plan->spatial;
   if (rank != s + 1 && rank != s + 2) {
     problems->push_back(op.target + " of a rank-" + n(rank) + " tensor");
@@ -72,14 +97,22 @@ bool read_window(const Op& op, int rank, PoolPlan* plan, std::vector<std::string
     plan->output_size = in_dhw(size, 1);
     return true;
   }
-  const std::vector<std::int64_t> kernel = window_argument(op, 1, "kernel_size", s, {});
-  const std::vector<std::int64_t> stride = window_argument(op, 2, "stride", s, kernel);
+  // A depthwise convolution's window is its weight's, its arguments one further along.
+  const bool depthwise = plan->kind == "depthwise";
+  const std::size_t at = depthwise ? 2 : 1;
+  std::vector<std::int64_t> kernel = window_argument(op, 1, "kernel_size", s, {});
+  if (depthwise) {
+    const auto& w = graph.values[op.inputs[1]].results[0].shape;
+    kernel.assign(w.end() - s, w.end());
+  }
+  const std::vector<std::int64_t> stride = window_argument(
+      op, at + 1, "stride", s, depthwise ? std::vector<std::int64_t>(s, 1) : kernel);
   const std::vector<std::int64_t> padding =
-      window_argument(op, 3, "padding", s, std::vector<std::int64_t>(s, 0));
+      window_argument(op, at + 2, "padding", s, std::vector<std::int64_t>(s, 0));
   std::vector<std::int64_t> dilation(s, 1);
   std::size_t flags = 4;  // the index of ceil_mode; avg's count_include_pad and divisor follow
-  if (plan->kind == "max") {
-    dilation = window_argument(op, 4, "dilation", s, dilation);
+  if (plan->kind == "max" || depthwise) {
+    dilation = window_argument(op, at + 3, "dilation", s, dilation);
     flags = 5;
   }
   if (kernel.empty() || stride.empty() || padding.empty() || dilation.empty()) {
@@ -88,7 +121,7 @@ bool read_window(const Op& op, int rank, PoolPlan* plan, std::vector<std::string
   }
   for (int d = 0; d < s; ++d) {
     if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1 || padding[d] < 0 ||
-        2 * padding[d] > kernel[d]) {
+        (!depthwise && 2 * padding[d] > kernel[d])) {
       problems->push_back(op.target + " with a window torch refuses");
       return false;
     }
@@ -97,6 +130,19 @@ bool read_window(const Op& op, int rank, PoolPlan* plan, std::vector<std::string
   plan->stride = in_dhw(stride, 1);
   plan->padding = in_dhw(padding, 0);
   plan->dilation = in_dhw(dilation, 1);
+  if (depthwise) {
+    plan->weight = op.inputs[1];
+    plan->weight_dtype = graph.values[plan->weight].results[0].dtype;
+    const json& bias = argument(op, 2, "bias");
+    plan->bias = bias.is_object() && bias.contains("ref") ? graph.find(bias["ref"]) : -1;
+    if (plan->bias >= 0 &&
+        (graph.values[plan->bias].kind == "op" || graph.values[plan->bias].results.size() != 1 ||
+         graph.values[plan->bias].results[0].shape.size() != 1)) {
+      problems->push_back(op.target + " with a bias that is not a vector the task holds");
+      return false;
+    }
+    return true;
+  }
   const json& ceil_mode = argument(op, flags, "ceil_mode");
   if (!ceil_mode.is_null() && !ceil_mode.is_boolean()) {
     problems->push_back(op.target + " with a ceil_mode that is not a bool");
@@ -137,7 +183,7 @@ Status plan_pool(const Graph& graph, PoolPlan* plan) {
   std::vector<std::string> problems;
   int pool = -1;  // the pooling op's index
   for (std::size_t k = 0; k < graph.ops.size(); ++k) {
-    if (pooling_of(graph.ops[k].name).first.empty()) continue;
+    if (window_kind(graph, graph.ops[k]).first.empty()) continue;
     if (pool >= 0) {
       problems.push_back("it pools twice (" + graph.ops[pool].target + ", " + graph.ops[k].target +
                          ")");
@@ -149,7 +195,7 @@ Status plan_pool(const Graph& graph, PoolPlan* plan) {
     problems.push_back("it returns " + n(graph.outputs.size()) + " values, not one");
   }
   const Op& op = graph.ops[pool];
-  std::tie(p.kind, p.spatial) = pooling_of(op.name);
+  std::tie(p.kind, p.spatial) = window_kind(graph, op);
   const Value& source = graph.values[op.inputs.empty() ? 0 : op.inputs[0]];
   const Value& pooled = graph.values[op.value];
   if (op.inputs.empty() || source.results.size() != 1 || pooled.results.size() != 1 ||
@@ -162,7 +208,7 @@ Status plan_pool(const Graph& graph, PoolPlan* plan) {
   const std::vector<std::int64_t>& in_shape = source.results[0].shape;
   p.output_shape = pooled.results[0].shape;
   p.pool_dtype = pooled.results[0].dtype;
-  read_window(op, static_cast<int>(in_shape.size()), &p, &problems);
+  read_window(graph, op, static_cast<int>(in_shape.size()), &p, &problems);
 
   // Ops before the pooling make its operand; every op after it reads what the pooling makes.
   const std::set<int> before = ancestors(graph, op.inputs[0]);
@@ -243,8 +289,8 @@ std::string body(const PoolPlan& plan) {
   const char* sizes[3] = {"ID", "IH", "IW"};
   const char* out_sizes[3] = {"OD", "OH", "OW"};
   std::string loops, close;
-  if (plan.kind == "max") {
-    s += "    float pooled = -INFINITY;\n";
+  if (plan.kind == "max" || plan.kind == "depthwise") {
+    s += plan.kind == "max" ? "    float pooled = -INFINITY;\n" : "    float sum = 0.0f;\n";
     for (int d = 0; d < 3; ++d) {
       const std::string x = dims[d];
       s += "    const Ix " + x + "0 = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
@@ -256,9 +302,18 @@ std::string body(const PoolPlan& plan) {
                ") continue;\n";
       close = std::string(4 + 2 * d, ' ') + "}\n" + close;
     }
-    // torch's rule: a larger value or a NaN replaces the maximum, so a NaN in the window stays.
-    s += loops + element + "          if (" + plan.pooled + " > pooled || " + plan.pooled +
-         " != " + plan.pooled + ") pooled = " + plan.pooled + ";\n" + close;
+    if (plan.kind == "max") {
+      // torch's rule: a larger value or a NaN replaces the maximum, so a NaN in the window
+      // stays.
+      s += loops + element + "          if (" + plan.pooled + " > pooled || " + plan.pooled +
+           " != " + plan.pooled + ") pooled = " + plan.pooled + ";\n" + close;
+    } else {
+      // The channel's own filter, (KD, KH, KW) weights after the previous channels'.
+      s += loops + element + "          sum += " + plan.pooled + " * sa_load(weight[((c * " +
+           c(plan.kernel[0]) + " + kd) * " + c(plan.kernel[1]) + " + kh) * " + c(plan.kernel[2]) +
+           " + kw]);\n" + close + "    const float pooled = sum" +
+           (plan.bias >= 0 ? " + sa_load(bias[c])" : "") + ";\n";
+    }
   } else {
     s += "    float sum = 0.0f;\n";
     for (int d = 0; d < 3; ++d) {
@@ -311,6 +366,14 @@ std::string pool_kernel_source(const PoolPlan& plan, const std::string& device) 
     params +=
         "const " + element_type(plan.inputs[k].dtype) + "* __restrict__ in" + n(k) + "_data, ";
     args += "in" + n(k) + "_data, ";
+  }
+  if (plan.kind == "depthwise") {  // the filters and the bias, after the inputs
+    params += "const " + element_type(plan.weight_dtype) + "* __restrict__ weight, ";
+    args += "weight, ";
+    if (plan.bias >= 0) {
+      params += "const " + element_type(plan.weight_dtype) + "* __restrict__ bias, ";
+      args += "bias, ";
+    }
   }
   params += element_type(plan.output_dtype) +
             "* __restrict__ out, int64_t N, int64_t C, int64_t ID, int64_t IH, int64_t IW, "
@@ -397,7 +460,8 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
                   " in one kernel (kernels/).\"\"\"\n\n"
                   "import torch\nimport torch.nn as nn\n\nfrom utils.kernels import load\n\n"
                   "lib = load()\nfused_pool = lib.bind(\"fused_pool\", ";
-  for (std::size_t k = 0; k <= plan.inputs.size(); ++k) s += "\"tensor\", ";
+  const std::size_t filters = plan.kind != "depthwise" ? 0 : plan.bias >= 0 ? 2 : 1;
+  for (std::size_t k = 0; k <= plan.inputs.size() + filters; ++k) s += "\"tensor\", ";
   s += "\"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\"";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k)
     s += ", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\"";
@@ -433,6 +497,10 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
        "    out = [0 if k < offset or t.size(k - offset) == 1 else t.stride(k - offset)\n"
        "           for k in range(len(shape))]\n"
        "    return as_ncdhw(out, len(shape), 0)\n\n\n";
+  std::string filter_args;  // a depthwise convolution's weight and bias
+  for (int v : {plan.weight, plan.bias}) {
+    if (v >= 0) filter_args += value_expression(graph.values[v]) + ", ";
+  }
   std::string tensors;
   for (const ElementInput& in : plan.inputs)
     tensors += value_expression(graph.values[in.value]) + ", ";
@@ -467,7 +535,9 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
        "        steps = []\n"
        "        for t, later in zip(inputs, after):\n"
        "            steps += strides(t, out_shape if later else shape)\n"
-       "        fused_pool(*inputs, out, *sizes, *steps)\n"
+       "        fused_pool(*inputs, " +
+       filter_args +
+       "out, *sizes, *steps)\n"
        "        return out" +
        graph.output_view + "\n";
   return s;

@@ -1,5 +1,6 @@
 /// The synthesizer's plan for pooling: one max, average or adaptive average pooling op over 1,
-/// 2 or 3 spatial dims, with the elementwise ops before it (a convolution's bias, an
+/// 2 or 3 spatial dims, or one depthwise convolution (a window op too: each channel's own
+/// filter, weighted), with the elementwise ops before it (a convolution's bias, an
 /// activation) computed on each element its windows read, and those after it (a sigmoid, a
 /// scale) on each pooled value, in one kernel that writes each output element once. A thread
 /// takes one output element and walks its window; neighbouring threads read neighbouring
@@ -23,7 +24,7 @@
 namespace cuda_agent::synth {
 
 struct PoolPlan {
-  std::string kind;  // "max", "avg" or "adaptive_avg"
+  std::string kind;  // "max", "avg", "adaptive_avg" or "depthwise" (a convolution)
   int spatial = 2;   // 1, 2 or 3
   int leading = 2;   // the pooled input's dims before its spatial ones: 1 (C) or 2 (N, C)
   // Per dim of (D, H, W), 1 / 0 where the op has no such dim.
@@ -31,7 +32,9 @@ struct PoolPlan {
       output_size{1, 1, 1};  // output_size: adaptive pooling's
   bool ceil_mode = false;
   bool count_include_pad = true;
-  std::int64_t divisor = 0;          // avg: divisor_override, 0 for none
+  std::int64_t divisor = 0;    // avg: divisor_override, 0 for none
+  int weight = -1, bias = -1;  // depthwise: the filters (C, 1, ...) and the bias (C) or -1
+  std::string weight_dtype = "float32";
   std::vector<ElementInput> inputs;  // in kernel argument order, read as in0, in1, ...
   std::vector<std::string> before;   // per element read: "const float bK = ...;"
   std::string pooled;                // the variable of the pooling op's operand

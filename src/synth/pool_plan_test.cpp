@@ -126,5 +126,49 @@ TEST(SynthPoolPlan, WhatThePlanCannotTakeIsNamed) {
   EXPECT_NE(s.message().find("pools nothing"), std::string::npos);
 }
 
+TEST(SynthPoolPlan, ADepthwiseConvolutionIsAWindowWeightedByItsChannelsFilter) {
+  auto depthwise = [](int channels, int size, bool bias) {
+    json args = {ref("x"), ref("p_w"), bias ? ref("p_b") : json(nullptr), {2, 2}, {1, 1},
+                 {1, 1},   channels};
+    return read(graph(
+        {tensor_input("x", "input", {2, channels, size, size}),
+         tensor_input("p_w", "parameter", {channels, 1, 3, 3}, "conv.weight"),
+         tensor_input("p_b", "parameter", {channels}, "conv.bias")},
+        {node("conv", "aten.conv2d.default", args, {2, channels, (size + 1) / 2, (size + 1) / 2}),
+         node("relu", "aten.relu.default", {ref("conv")},
+              {2, channels, (size + 1) / 2, (size + 1) / 2})},
+        {"relu"}));
+  };
+  PoolPlan plan;
+  Status s = plan_pool(depthwise(8, 16, true), &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(plan.kind, "depthwise");
+  EXPECT_EQ(plan.kernel, (std::vector<std::int64_t>{1, 3, 3}));
+  EXPECT_EQ(plan.stride, (std::vector<std::int64_t>{1, 2, 2}));
+  EXPECT_EQ(plan.ops, (std::vector<std::string>{"conv2d", "relu"}));
+  const std::string source = pool_kernel_source(plan, "cuda");
+  EXPECT_NE(source.find("sum += in0 * sa_load(weight[((c * 1 + kd) * 3 + kh) * 3 + kw]);"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("const float pooled = sum + sa_load(bias[c]);"), std::string::npos);
+  const std::string model = pool_model_source(depthwise(8, 16, true), plan);
+  EXPECT_NE(model.find("fused_pool(*inputs, self.conv.weight, self.conv.bias, out,"),
+            std::string::npos)
+      << model;
+  // Another size; no bias.
+  PoolPlan other;
+  ASSERT_TRUE(plan_pool(depthwise(3, 7, false), &other).ok());
+  EXPECT_EQ(other.bias, -1);
+  EXPECT_EQ(pool_kernel_source(other, "cpu").find("bias[c]"), std::string::npos);
+
+  // A convolution that mixes channels is no window op of this plan.
+  json dense = graph({tensor_input("x", "input", {2, 8, 16, 16}),
+                      tensor_input("p_w", "parameter", {8, 8, 3, 3}, "conv.weight")},
+                     {node("conv", "aten.conv2d.default", {ref("x"), ref("p_w")}, {2, 8, 14, 14})},
+                     {"conv"});
+  s = plan_pool(read(dense), &plan);
+  EXPECT_FALSE(s.ok());
+}
+
 }  // namespace
 }  // namespace cuda_agent::synth

@@ -238,6 +238,8 @@ ROW_AND_REWRITE_TASKS = [
     # Distances aten keeps whole, as the sums and norms they are: one pass over each row.
     ("level1/047_cosine_similarity_loss.py", 64, "fused_rows"),
     ("level1/048_triplet_margin_per_sample.py", 64, "fused_rows"),
+    # A depthwise convolution: a window weighted by each channel's filter, the pooling kernel.
+    ("level1/040_conv2d_depthwise.py", 64, "fused_pool"),
     # A matrix times a vector: the row reduction it is, one pass over the matrix.
     ("level1/033_matrix_vector.py", 64, "fused_rows"),
     # Cross entropy: a logsumexp and the target's logit (int64 targets, positions) in one pass.
