@@ -582,6 +582,8 @@ Status synthesize_pipeline(const Graph& graph, const std::string& device, Candid
         problems.push_back("the run " + join(names, ", ") + " fits no kernel plan: " + refusal);
         break;
       }
+      // The pooling and scan kernels read any strided view through its strides: no copy.
+      if (kernel.entry == "fused_pool" || kernel.entry == "fused_scan") kernel.step.copied.clear();
       made.push_back(std::move(kernel));
       first = last;
     }

@@ -260,6 +260,22 @@ TEST(Pipeline, APixelShuffleIsACopyAndAPoolingWithItsOpsAKernelStep) {
   EXPECT_NE(c.files["kernels/fused_pool_k0.cu"].find("extern \"C\" int fused_pool_k0("),
             std::string::npos);
   EXPECT_NE(c.files["synth_kernel0.py"].find("lib.bind(\"fused_pool_k0\""), std::string::npos);
+
+  // A transposed view pooled: the pooling kernel reads it through its strides, no copy first.
+  json strided = graph({tensor_input("x", "input", {2, 8, 8, 4})},
+                       {node("t", "aten.transpose.int", {ref("x"), 1, 3}, {2, 4, 8, 8}),
+                        node("pool", "aten.max_pool2d.default", {ref("t"), {2, 2}}, {2, 4, 4, 4}),
+                        node("sigmoid", "aten.sigmoid.default", {ref("pool")}, {2, 4, 4, 4})},
+                       {"sigmoid"});
+  strided["nodes"][0]["stride"] = {256, 1, 4, 32};
+  Candidate viewed;
+  s = synthesize_pipeline(read(strided), "cpu", &viewed);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(viewed.files["model_new.py"].find("synth_copy"), std::string::npos)
+      << viewed.files["model_new.py"];
+  EXPECT_NE(viewed.files["model_new.py"].find("v_sigmoid = self._kernels[0](v_t)"),
+            std::string::npos)
+      << viewed.files["model_new.py"];
 }
 
 TEST(Pipeline, ParametersOfAModuleListKeepTheirKeys) {
