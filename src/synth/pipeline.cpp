@@ -490,7 +490,8 @@ Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
     steps->back().ops.push_back(static_cast<int>(k));
     in_run.insert(op.value);
   }
-  if (steps->size() == 1 && problems.empty()) {
+  if (steps->size() == 1 && steps->front().kind == PipelineStep::Kind::kKernel &&
+      problems.empty()) {
     problems.push_back("it is one fused run, which the one-kernel plans did not take");
   }
   bool kernels = false;
@@ -499,7 +500,11 @@ Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
     kernels = true;
     fill_step(graph, &step);
   }
-  if (!kernels) problems.push_back("it has nothing to fuse around its library ops and views");
+  if (!kernels) {
+    problems.push_back(
+        "it has nothing to fuse around its library ops and views (the synthesizer writes no "
+        "GEMM or dense convolution kernels of its own: alone, one is the library's call)");
+  }
   if (!problems.empty()) {
     steps->clear();
     return Status::InvalidArgument("no pipeline: " + join(problems, "; "));
