@@ -316,7 +316,7 @@ int OptimizeCommand::run(const std::string& store_path) {
   static const std::pair<const char*, Synthesize> kPlans[] = {
       {"one fused elementwise kernel", synth::synthesize_elementwise},
       {"one fused row kernel", synth::synthesize_rows},
-      {"one fused pooling kernel", synth::synthesize_pool},
+      {"one fused window kernel (pooling, depthwise convolution)", synth::synthesize_pool},
       {"one fused scan kernel", synth::synthesize_scan},
       {"a pipeline", synth::synthesize_pipeline}};
   synth::Candidate candidate;

@@ -79,7 +79,8 @@ std::vector<std::int64_t> in_dhw(const std::vector<std::int64_t>& sizes, std::in
   return out;
 }
 
-/// Reads the pooling op's window into plan; a problem for anything else.
+/// Reads the window op's window (a pooling's, or a depthwise convolution's filters) into plan;
+/// a problem for anything else.
 bool read_window(const Graph& graph, const Op& op, int rank, PoolPlan* plan,
                  std::vector<std::string>* problems) {
   const int s = plan->spatial;
