@@ -16,6 +16,18 @@ bool broadcasts_to(const std::vector<std::int64_t>& shape,
   return true;
 }
 
+std::set<int> ancestors(const Graph& graph, int value) {
+  std::set<int> seen;
+  std::vector<int> todo{value};
+  while (!todo.empty()) {
+    const int v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second || graph.values[v].kind != "op") continue;
+    for (int input : graph.ops[graph.values[v].op].inputs) todo.push_back(input);
+  }
+  return seen;
+}
+
 bool ElementLines::operand(int value, const std::vector<std::int64_t>& shape,
                            std::string* variable) {
   if (auto it = variable_.find(value); it != variable_.end()) {

@@ -57,6 +57,10 @@ class ElementLines {
   std::set<int> inexact_;
 };
 
+/// The values value is computed from, itself included, back to the graph's inputs: the ops
+/// before a fused op that lead to it.
+std::set<int> ancestors(const Graph& graph, int value);
+
 /// Whether shape, aligned to target's last dims, is 1 or target's size in each dim.
 bool broadcasts_to(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& target);
 

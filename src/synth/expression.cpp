@@ -433,6 +433,20 @@ std::string dtype_helpers(const std::string& device) {
 
 bool is_elementwise_op(const std::string& base_name) { return rules().count(base_name) > 0; }
 
+std::string position_expression(const Op& op, bool* exact) {
+  const auto number = [&](std::size_t index, const char* name, double fallback) {
+    const json& a = argument(op, index, name);
+    return a.is_number() ? a.get<double>() : a.is_null() ? fallback : std::nan("");
+  };
+  // The length is the dim's; only the start and the step matter here.
+  const bool from_zero = op.target == "aten.arange.default";
+  const double start = from_zero ? 0 : number(0, "start", 0);
+  const double step = from_zero ? 1 : number(2, "step", 1);
+  if (std::isnan(start) || std::isnan(step)) return "";
+  *exact = start == std::floor(start) && step == std::floor(step);
+  return "(" + literal(start) + " + " + literal(step) + " * (float)k)";
+}
+
 bool rounds_exactly(const Op& op) {
   static const std::set<std::string> selections = {
       "relu",  "relu6",       "abs", "neg", "clamp", "clamp_min", "clamp_max", "hardtanh", "square",

@@ -27,6 +27,12 @@ bool is_elementwise_op(const std::string& base_name);
 std::string elementwise_expression(const Op& op, const std::vector<std::string>& operands,
                                    std::string* problem);
 
+/// The float expression of an arange op (arange(end), arange(start, end) or arange(start, end,
+/// step)) at position k of the dim it runs along, "(start + step * (float)k)": a kernel's own
+/// index rather than a tensor. *exact: whether the positions are torch's float32 values bit for
+/// bit (integer starts and steps, below 2^24). "" where start or step is no number.
+std::string position_expression(const Op& op, bool* exact);
+
 /// Whether elementwise_expression computes op's float32 result bit for bit as eager torch does:
 /// a selection (relu, clamp, abs, ...) or one correctly rounded operation (+, -, *, sqrt). Only
 /// such a result, from operands that are exact too, is rounded to a 16-bit dtype between ops.

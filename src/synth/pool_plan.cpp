@@ -164,19 +164,6 @@ bool read_window(const Graph& graph, const Op& op, int rank, PoolPlan* plan,
   return true;
 }
 
-/// The values op reads, transitively, back to the graph's inputs.
-std::set<int> ancestors(const Graph& graph, int value) {
-  std::set<int> seen;
-  std::vector<int> todo{value};
-  while (!todo.empty()) {
-    const int v = todo.back();
-    todo.pop_back();
-    if (!seen.insert(v).second || graph.values[v].kind != "op") continue;
-    for (int input : graph.ops[graph.values[v].op].inputs) todo.push_back(input);
-  }
-  return seen;
-}
-
 }  // namespace
 
 Status plan_pool(const Graph& graph, PoolPlan* plan) {

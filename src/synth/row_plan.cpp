@@ -294,23 +294,12 @@ class Planner {
       return refuse(op.target + " does not run along the rows");
     }
     if (!is_float_dtype(t->dtype)) return refuse(op.target + " makes " + t->dtype + " positions");
-    const auto number = [&](std::size_t index, const char* name, double fallback) {
-      const json& a = argument(op, index, name);
-      return a.is_number() ? a.get<double>() : a.is_null() ? fallback : std::nan("");
-    };
-    // arange(end), arange(start, end) or arange(start, end, step); the length is the row's.
-    const bool from_zero = op.target == "aten.arange.default";
-    const double start = from_zero ? 0 : number(0, "start", 0);
-    const double step = from_zero ? 1 : number(2, "step", 1);
-    if (std::isnan(start) || std::isnan(step)) {
-      return refuse(op.target + " with a start or step that is no number");
-    }
     Info result;
+    const std::string at = position_expression(op, &result.exact);
+    if (at.empty()) return refuse(op.target + " with a start or step that is no number");
     result.per_element = true;
     result.dims = {last};
-    // Integer positions are exact in float32 below 2^24, as torch's are.
-    result.exact = start == std::floor(start) && step == std::floor(step);
-    result.variable = emit(true, 0, "(" + literal(start) + " + " + literal(step) + " * (float)k)");
+    result.variable = emit(true, 0, at);
     known_[op.value] = result;
     p_.ops.push_back(op.name);
     return true;

@@ -16,31 +16,6 @@ constexpr int kRank = 6;  // the kernel's dims: F padded on the left
 
 std::string n(std::size_t k) { return std::to_string(k); }
 
-/// The values value is computed from, itself included, back to the graph's inputs.
-std::set<int> ancestors(const Graph& graph, int value) {
-  std::set<int> seen;
-  std::vector<int> todo{value};
-  while (!todo.empty()) {
-    const int v = todo.back();
-    todo.pop_back();
-    if (!seen.insert(v).second || graph.values[v].kind != "op") continue;
-    for (int input : graph.ops[graph.values[v].op].inputs) todo.push_back(input);
-  }
-  return seen;
-}
-
-/// A number argument of op, or `fallback` where it is absent; false where it is no number.
-bool number_at(const Op& op, std::size_t index, const char* name, double fallback, double* out) {
-  const json& a = argument(op, index, name);
-  if (a.is_null()) {
-    *out = fallback;
-    return true;
-  }
-  if (!a.is_number()) return false;
-  *out = a.get<double>();
-  return true;
-}
-
 /// The expression of an arange over the scanned dim at element k: start + step * k, or "" (a
 /// problem said) for an arange that is no such float position.
 std::string position(const Graph& graph, const Op& op, const ScanPlan& plan,
@@ -55,18 +30,9 @@ std::string position(const Graph& graph, const Op& op, const ScanPlan& plan,
     problems->push_back(op.target + " makes " + results[0].dtype + " positions");
     return "";
   }
-  // arange(end), arange(start, end) or arange(start, end, step): the length is the dim's.
-  double start = 0, step = 1;
-  const bool read = op.target == "aten.arange.default" ||
-                    (number_at(op, 0, "start", 0, &start) && number_at(op, 2, "step", 1, &step));
-  if (!read) {
-    problems->push_back(op.target + " with a start or step that is no number");
-    return "";
-  }
-  // Integer positions below 2^24 are exact in float32, as torch's are.
-  *exact = start == static_cast<double>(static_cast<std::int64_t>(start)) &&
-           step == static_cast<double>(static_cast<std::int64_t>(step));
-  return "(" + literal(start) + " + " + literal(step) + " * (float)k)";
+  const std::string at = position_expression(op, exact);
+  if (at.empty()) problems->push_back(op.target + " with a start or step that is no number");
+  return at;
 }
 
 }  // namespace
