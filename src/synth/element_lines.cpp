@@ -16,6 +16,12 @@ bool broadcasts_to(const std::vector<std::int64_t>& shape,
   return true;
 }
 
+std::vector<int> values_of(const std::vector<ElementInput>& inputs) {
+  std::vector<int> values;
+  for (const ElementInput& in : inputs) values.push_back(in.value);
+  return values;
+}
+
 std::set<int> ancestors(const Graph& graph, int value) {
   std::set<int> seen;
   std::vector<int> todo{value};

@@ -21,6 +21,9 @@ struct ElementInput {
   std::string dtype;   // float32, bfloat16, float16 or bool
 };
 
+/// The graph values of inputs, in their order.
+std::vector<int> values_of(const std::vector<ElementInput>& inputs);
+
 /// Where the lines of one side go, and what they are called.
 struct ElementSide {
   std::vector<ElementInput>* inputs;  // shared by the sides: in0, in1, ... in argument order

@@ -517,21 +517,7 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
        "    return total, 1, [(inner, count, 0) for inner, count in spans]  # one element a "
        "row\n\n\n";
 
-  std::string init = module_state_source(graph);
-  std::string signature = forward_parameters(graph);
-  std::string tensors;
-  for (int index : plan.inputs) tensors += value_expression(graph.values[index]) + ", ";
-  s += "class ModelNew(nn.Module):\n"
-       "    def __init__(self, *init_inputs):\n"
-       "        super().__init__()\n" +
-       init +
-       "\n"
-       "    def forward(self" +
-       signature +
-       "):\n"
-       "        inputs = [" +
-       tensors +
-       "]\n"
+  s += model_class_head(graph, plan.inputs) +
        "        out_shape = broadcast_shape(*[t.shape for t in inputs])\n"
        "        out = torch.empty(out_shape, dtype=torch." +
        plan.output_dtype +

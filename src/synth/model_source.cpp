@@ -98,4 +98,19 @@ std::string value_expression(const Value& value) {
   return value.kind == "input" ? value.name : attribute_expression(value.target);
 }
 
+std::string model_class_head(const Graph& graph, const std::vector<int>& reads) {
+  std::string tensors;
+  for (int value : reads) tensors += value_expression(graph.values[value]) + ", ";
+  return "class ModelNew(nn.Module):\n"
+         "    def __init__(self, *init_inputs):\n"
+         "        super().__init__()\n" +
+         module_state_source(graph) +
+         "\n"
+         "    def forward(self" +
+         forward_parameters(graph) +
+         "):\n"
+         "        inputs = [" +
+         tensors + "]\n";
+}
+
 }  // namespace cuda_agent::synth

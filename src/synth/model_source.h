@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "synth/graph.h"
 
@@ -19,5 +20,10 @@ std::string forward_parameters(const Graph& graph);
 
 /// The Python expression of an input, parameter or buffer value: "x" or "self.linear.weight".
 std::string value_expression(const Value& value);
+
+/// The head of a one-kernel plan's ModelNew: the class, its state, forward's signature, and
+/// forward's first line, `inputs = [...]`, the expressions of the values read (graph indices),
+/// in kernel argument order. The plan writes the rest of forward after it.
+std::string model_class_head(const Graph& graph, const std::vector<int>& reads);
 
 }  // namespace cuda_agent::synth

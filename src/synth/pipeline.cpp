@@ -390,29 +390,26 @@ struct Kernel {
   std::string entry;
 };
 
-/// The elementwise plan for step's run, else the row plan; the refusal names both plans'
-/// reasons.
+/// The first of the one-kernel plans (elementwise, rows, window, scan) that takes step's run,
+/// with the entry its kernel defines; the refusal names every plan's reason.
 Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::string& device,
                    Kernel* kernel) {
+  using Synthesize = Status (*)(const Graph&, const std::string&, Candidate*);
+  static const std::pair<const char*, Synthesize> kPlans[] = {
+      {"fused_elementwise", synthesize_elementwise},
+      {"fused_rows", synthesize_rows},
+      {"fused_pool", synthesize_pool},
+      {"fused_scan", synthesize_scan}};
   const Graph sub = step_graph(graph, step);
-  kernel->files = {};
-  kernel->entry = "fused_elementwise";
-  Status elementwise = synthesize_elementwise(sub, device, &kernel->files);
-  if (elementwise.ok()) return elementwise;
-  kernel->files = {};
-  kernel->entry = "fused_rows";
-  Status rows = synthesize_rows(sub, device, &kernel->files);
-  if (rows.ok()) return rows;
-  kernel->files = {};
-  kernel->entry = "fused_pool";
-  Status pool = synthesize_pool(sub, device, &kernel->files);
-  if (pool.ok()) return pool;
-  kernel->files = {};
-  kernel->entry = "fused_scan";
-  Status scan = synthesize_scan(sub, device, &kernel->files);
-  if (scan.ok()) return scan;
-  return Status::InvalidArgument(elementwise.message() + "; " + rows.message() + "; " +
-                                 pool.message() + "; " + scan.message());
+  std::vector<std::string> refusals;
+  for (const auto& [entry, synthesize] : kPlans) {
+    kernel->files = {};
+    kernel->entry = entry;
+    Status s = synthesize(sub, device, &kernel->files);
+    if (s.ok()) return s;
+    refusals.push_back(s.message());
+  }
+  return Status::InvalidArgument(join(refusals, "; "));
 }
 
 /// text with every whole-word use of the entry's name given a suffix: the kernel's extern "C"

@@ -1,7 +1,6 @@
 #include "synth/pool_plan.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "synth/element_lines.h"
@@ -489,19 +488,7 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
   for (int v : {plan.weight, plan.bias}) {
     if (v >= 0) filter_args += value_expression(graph.values[v]) + ", ";
   }
-  std::string tensors;
-  for (const ElementInput& in : plan.inputs)
-    tensors += value_expression(graph.values[in.value]) + ", ";
-  s += "class ModelNew(nn.Module):\n"
-       "    def __init__(self, *init_inputs):\n"
-       "        super().__init__()\n" +
-       module_state_source(graph) +
-       "\n"
-       "    def forward(self" +
-       forward_parameters(graph) +
-       "):\n"
-       "        inputs = [" +
-       tensors + "]\n        after = [";
+  s += model_class_head(graph, values_of(plan.inputs)) + "        after = [";
   for (const ElementInput& in : plan.inputs) s += in.after ? "True, " : "False, ";
   s += "]\n"
        "        # The pooling's input shape: what the inputs read before it broadcast to.\n"

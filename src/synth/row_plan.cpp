@@ -1910,12 +1910,11 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
 namespace cuda_agent::synth {
 
 std::string row_model_source(const Graph& graph, const RowPlan& plan) {
-  std::string tensors, dims, per_element, segmented, outputs;
+  std::string dims, per_element, segmented, outputs;
   std::size_t segments = 0;
   for (const RowInput& in : plan.inputs) {
     segmented += std::string(in.segmented ? "True" : "False") + ", ";
     segments += in.segmented ? 1 : 0;
-    tensors += value_expression(graph.values[in.value]) + ", ";
     std::string d;
     for (int f : in.dims) d += std::to_string(f) + ", ";
     dims += "(" + d + "), ";
@@ -2007,17 +2006,9 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   std::string outs_return = plan.outputs.size() == 1 ? "outs[0]" + view
                             : view.empty()           ? "tuple(outs)"
                                                      : "tuple(o" + view + " for o in outs)";
-  s += "class ModelNew(nn.Module):\n"
-       "    def __init__(self, *init_inputs):\n"
-       "        super().__init__()\n" +
-       module_state_source(graph) +
-       "\n"
-       "    def forward(self" +
-       forward_parameters(graph) +
-       "):\n"
-       "        inputs = [" +
-       tensors +
-       "]\n"
+  std::vector<int> reads;
+  for (const RowInput& in : plan.inputs) reads.push_back(in.value);
+  s += model_class_head(graph, reads) +
        "        if not all(t.is_contiguous() for t in inputs):\n"
        "            raise ValueError(\"the row kernel reads contiguous inputs\")\n"
        "        out_shapes, O, R, I, params = row_layout(tuple(tuple(t.shape) for t in inputs))\n"

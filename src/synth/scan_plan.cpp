@@ -331,20 +331,7 @@ std::string scan_model_source(const Graph& graph, const ScanPlan& plan) {
                   "    return [0 if k < offset or t.size(k - offset) == 1 else t.stride(k - "
                   "offset)\n"
                   "            for k in range(RANK)]\n\n\n";
-  std::string tensors;
-  for (const ElementInput& in : plan.inputs)
-    tensors += value_expression(graph.values[in.value]) + ", ";
-  s += "class ModelNew(nn.Module):\n"
-       "    def __init__(self, *init_inputs):\n"
-       "        super().__init__()\n" +
-       module_state_source(graph) +
-       "\n"
-       "    def forward(self" +
-       forward_parameters(graph) +
-       "):\n"
-       "        inputs = [" +
-       tensors +
-       "]\n"
+  s += model_class_head(graph, values_of(plan.inputs)) +
        "        # The scanned shape: what the inputs broadcast to.\n"
        "        shape = [1] * " +
        n(plan.rank) +
