@@ -1,6 +1,7 @@
 #include "synth/pipeline.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -453,13 +454,49 @@ void fill_step(const Graph& graph, PipelineStep* step) {
   }
 }
 
+/// Whether op is a step of its own (a library call, a view, a copy, an allocation) rather than
+/// an op of a kernel run. An item of a result that a kernel run makes (getitem of max's values)
+/// is the run's.
+bool own_step(const Graph& graph, const Op& op) {
+  if (op.name == "getitem" && !op.inputs.empty()) {
+    const int maker = graph.values[op.inputs[0]].op;
+    if (maker >= 0 && !own_step(graph, graph.ops[maker])) return false;
+  }
+  return is_library(op) || is_copy(op) || is_allocation(op) || is_view(op);
+}
+
+/// The graph's ops in the order the pipeline runs them: each step of its own as early as it
+/// can be, with just the kernel ops it needs run before it, and the kernel ops that no such
+/// step needs at the end. Kernel ops that the task's order splits around a library call they
+/// do not feed (silu of one GEMM's result before the next GEMM, the product of both after it)
+/// or a view (of a mask buffer between a scaling and a softmax) come together into one run.
+std::vector<int> pipeline_order(const Graph& graph) {
+  const int n = static_cast<int>(graph.ops.size());
+  std::vector<bool> placed(n, false);
+  std::vector<int> order;
+  // Places the pending kernel ops that op k needs, in the task's order, then k.
+  std::function<void(int)> place = [&](int k) {
+    if (placed[k]) return;
+    placed[k] = true;  // the graph is acyclic: no op is met again on its own inputs' path
+    for (int input : graph.ops[k].inputs) {
+      if (const int maker = graph.values[input].op; maker >= 0) place(maker);
+    }
+    order.push_back(k);
+  };
+  for (int k = 0; k < n; ++k) {
+    if (own_step(graph, graph.ops[k])) place(k);
+  }
+  for (int k = 0; k < n; ++k) place(k);
+  return order;
+}
+
 }  // namespace
 
 Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
   steps->clear();
   std::vector<std::string> problems;
   std::set<int> in_run;  // the values the current kernel run makes
-  for (std::size_t k = 0; k < graph.ops.size(); ++k) {
+  for (int k : pipeline_order(graph)) {
     const Op& op = graph.ops[k];
     // An item of a result the run makes (max's values) is the run's to pick.
     const bool run_item = op.name == "getitem" && !op.inputs.empty() && in_run.count(op.inputs[0]);
@@ -470,7 +507,7 @@ Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
       step.kind = is_library(op) ? PipelineStep::Kind::kLibrary
                   : is_copy(op)  ? PipelineStep::Kind::kCopy
                                  : PipelineStep::Kind::kView;
-      step.ops = {static_cast<int>(k)};
+      step.ops = {k};
       if (reshapes_strided(graph, op)) step.copied = {op.inputs[0]};
       if (is_library(op)) step.copied = library_copies(graph, op);
       steps->push_back(std::move(step));
@@ -484,7 +521,7 @@ Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
     if (steps->empty() || steps->back().kind != PipelineStep::Kind::kKernel) {
       steps->push_back(PipelineStep{});
     }
-    steps->back().ops.push_back(static_cast<int>(k));
+    steps->back().ops.push_back(k);
     in_run.insert(op.value);
   }
   if (steps->size() == 1 && steps->front().kind == PipelineStep::Kind::kKernel &&

@@ -347,5 +347,53 @@ TEST(Pipeline, AnItemOfAResultTheRunMakesStaysInTheRun) {
   EXPECT_NE(model.find("v_sub = self._kernels[1](v_getitem)"), std::string::npos) << model;
 }
 
+/// A gated MLP's middle: silu(x W_g^T) * (x W_u^T), with a view of a mask buffer between a
+/// scaling of the product and a masked fill (rows of width features).
+json gated(int rows, int width, int hidden) {
+  json mask = tensor_input("b_mask", "buffer", {rows, hidden}, "mask");
+  mask["dtype"] = "bool";
+  return graph({tensor_input("p_gate", "parameter", {hidden, width}, "gate.weight"),
+                tensor_input("p_up", "parameter", {hidden, width}, "up.weight"), mask,
+                tensor_input("x", "input", {rows, width})},
+               {node("linear", "aten.linear.default", {ref("x"), ref("p_gate")}, {rows, hidden}),
+                node("silu", "aten.silu.default", {ref("linear")}, {rows, hidden}),
+                node("linear_1", "aten.linear.default", {ref("x"), ref("p_up")}, {rows, hidden}),
+                node("mul", "aten.mul.Tensor", {ref("silu"), ref("linear_1")}, {rows, hidden}),
+                node("mul_1", "aten.mul.Tensor", {ref("mul"), 0.5}, {rows, hidden}),
+                node("alias", "aten.alias.default", {ref("b_mask")}, {rows, hidden}, "bool"),
+                node("masked_fill", "aten.masked_fill.Scalar", {ref("mul_1"), ref("alias"), 0.0},
+                     {rows, hidden})},
+               {"masked_fill"});
+}
+
+TEST(Pipeline, KernelOpsALibraryCallOrAViewDoesNotNeedJoinOneRun) {
+  // In the task's order silu falls between the GEMMs and the mask's view between the scaling
+  // and the fill; neither step reads them, so both GEMMs and the view go first, and silu, the
+  // product, the scaling and the fill are one kernel. Likewise at another size.
+  for (const auto& [rows, width, hidden] : {std::tuple{16, 32, 64}, std::tuple{7, 48, 24}}) {
+    Graph g = read(gated(rows, width, hidden));
+    std::vector<PipelineStep> steps;
+    Status s = plan_pipeline(g, &steps);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(steps.size(), 4u);
+    EXPECT_EQ(steps[0].kind, PipelineStep::Kind::kLibrary);
+    EXPECT_EQ(steps[1].kind, PipelineStep::Kind::kLibrary);
+    EXPECT_EQ(steps[2].kind, PipelineStep::Kind::kView);
+    EXPECT_EQ(steps[3].kind, PipelineStep::Kind::kKernel);
+    EXPECT_EQ(steps[3].ops.size(), 4u);
+    EXPECT_EQ(steps[3].reads,
+              (std::vector<int>{g.find("linear"), g.find("linear_1"), g.find("alias")}));
+
+    Candidate c;
+    s = synthesize_pipeline(g, "cpu", &c);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(c.files.count("kernels/fused_elementwise_k1.cpp"), 0u);
+    const std::string& model = c.files["model_new.py"];
+    EXPECT_NE(model.find("v_masked_fill = self._kernels[0](v_linear, v_linear_1, v_alias)"),
+              std::string::npos)
+        << model;
+  }
+}
+
 }  // namespace
 }  // namespace cuda_agent::synth
