@@ -1,12 +1,14 @@
 /// The synthesizer's plan for a graph that no one kernel can take because it holds GEMMs or
-/// convolutions: the graph becomes a pipeline of steps in its own order. Each GEMM and
-/// convolution is a library step (cuBLAS and cuDNN, through the torch calls the evaluator's
-/// guard allows: F.linear, torch.mm, torch.bmm, F.conv2d, ...), each view a Python step (view,
-/// transpose, getitem of a split, ...: no data moves; zeros_like, an allocation), each cat and
-/// stack a copy step (the pipeline's copy kernel writes each part into its slice of the
-/// result), and each maximal run of the other ops between them the fewest fused kernels that
-/// the elementwise, row, pooling and scan plans take (the longest prefix first), each planned as if
-/// its ops were a task of their own whose inputs are the values they read from earlier steps.
+/// convolutions: the graph becomes a pipeline of steps. Each GEMM and convolution is a library
+/// step (cuBLAS and cuDNN, through the torch calls the evaluator's guard allows: F.linear,
+/// torch.mm, torch.bmm, F.conv2d, ...), each view a Python step (view, transpose, getitem of a
+/// split, ...: no data moves; zeros_like, an allocation), each cat and stack a copy step (the
+/// pipeline's copy kernel writes each part into its slice of the result). These steps run in
+/// the graph's order, each with just the other ops it reads run before it (the rest at the
+/// end), and each maximal run of those other ops between two steps becomes the fewest fused
+/// kernels that the elementwise, row, pooling and scan plans take (the longest prefix first),
+/// each planned as if its ops were a task of their own whose inputs are the values they read
+/// from earlier steps.
 ///
 /// model_new.py holds the task's parameters and buffers and calls the steps in order; each
 /// kernel's Python lives in a module of its own (synth_kernel<k>.py, imported by model_new.py)
