@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # One GPU call's worth of kernel work: times the synthesizer's kernels for the tasks in
 # $KERNEL_TASKS beside eager and torch.compile (synth_kernels.py, at most $KERNEL_S seconds;
-# CONFIGS=1: every launch configuration), then runs the tasks in $SUITE_TASKS through the
-# evaluator (synth_suite.py, at most $SUITE_S seconds), leaving tables and JSON under $OUT.
-#   KERNEL_TASKS="level1/011_sum_dim ..." SUITE_TASKS="..." bash bench/device_round.sh
+# CONFIGS=1: every launch configuration), runs each configuration of the kernels of the tasks in
+# $SANITIZE_TASKS once under compute-sanitizer's $SANITIZE tool (memcheck by default; at most
+# $SANITIZE_S seconds), then the tasks in $SUITE_TASKS through the evaluator (synth_suite.py, at
+# most $SUITE_S seconds), leaving tables and JSON under $OUT.
+#   KERNEL_TASKS="level1/011_sum_dim ..." SANITIZE_TASKS="..." SUITE_TASKS="..." \
+#     bash bench/device_round.sh
 # A cut-off kernel run resumes: unpack its synth-kernels-rows.tgz into bench/results/kernels and
 # carry that folder into the next call.
 set -u
@@ -21,6 +24,12 @@ if [ -n "${KERNEL_TASKS:-}" ]; then
   cp "$kernels/synth_kernels.json" "$results/" 2>/dev/null
   tar czf "$results/synth-kernels-rows.tgz" -C "$kernels" --exclude episodes synth-kernels-work
 fi
+if [ -n "${SANITIZE_TASKS:-}" ]; then
+  OUT=$work timeout "${SANITIZE_S:-240}" python3 bench/synth_kernels.py --jobs "${JOBS:-15}" \
+    --sanitize "${SANITIZE:-memcheck}" --only $SANITIZE_TASKS > "$results/sanitize_kernels.txt" 2>&1
+  echo "sanitize: exit $?"
+  cp "$work/sanitize_kernels.json" "$results/" 2>/dev/null
+fi
 if [ -n "${SUITE_TASKS:-}" ]; then
   OUT=$work timeout "${SUITE_S:-150}" python3 bench/synth_suite.py --device cuda \
     --tune "${TUNE:-off}" --only $SUITE_TASKS > "$results/synth_suite.txt" 2>&1
@@ -29,4 +38,4 @@ if [ -n "${SUITE_TASKS:-}" ]; then
   # each task's record, for a run cut short
   tar czf "$results/synth-suite-work.tgz" -C bench/results synth-suite-work-cuda-1-all 2>/dev/null
 fi
-tail -n 60 "$results"/synth_*.txt
+tail -n 60 "$results"/synth_*.txt "$results"/sanitize_*.txt 2>/dev/null

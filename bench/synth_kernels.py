@@ -7,7 +7,14 @@ script for working on the kernels; the figures that count are synth_suite.py's, 
 evaluator. Writes synth_kernels.json; each task's row is kept in synth-kernels-work so that a run
 cut short resumes (--fresh starts over).
 
+With --sanitize TOOL nothing is timed: each task's kernels are built with line information and
+every launch configuration is run once and checked under compute-sanitizer's TOOL (memcheck for
+out-of-bounds and misaligned accesses, racecheck for shared-memory races, initcheck, synccheck),
+at --shrink's size (16 by default there: the sanitizer slows each kernel a hundredfold); the
+table says which tasks it found errors in, and sanitize_kernels.json keeps its first reports.
+
     source bench/device_env.sh && python3 bench/synth_kernels.py [--only level1/011_sum_dim ...]
+    python3 bench/synth_kernels.py --sanitize memcheck --only level1/017_cumsum ...
 """
 import argparse
 import concurrent.futures
@@ -90,6 +97,9 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list) -> dict
         row.update(correct=default[1], max_abs_diff=default[2],
                    wrong_configs=[label for label, c in checked.items() if not c[1]])
         del expected
+        if reps < 0:  # under the sanitizer: the checks alone
+            torch.cuda.synchronize()
+            return row
         compiled = torch.compile(reference)
         if reps == 0:
             compiled(*inputs)
@@ -150,13 +160,16 @@ def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
     lib.parent.mkdir(exist_ok=True)
     sources = sorted(str(p) for p in (workspace / "kernels").glob("*.cu"))
     began = time.perf_counter()
+    line_info = ["-lineinfo"] if args.sanitize else []  # the sanitizer's reports name lines
     built = subprocess.run(["nvcc", "-O3", "-std=c++17", f"-arch={args.arch}", "-shared",
-                            "-Xcompiler", "-fPIC", "-o", str(lib), *sources],
+                            "-Xcompiler", "-fPIC", *line_info, "-o", str(lib), *sources],
                            text=True, capture_output=True)
     row["nvcc_s"] = round(time.perf_counter() - began, 1)
     if built.returncode != 0:
         return dict(row, outcome="compile_error", reason=built.stderr[-300:])
     row.update(workspace=str(workspace), lib=str(lib))
+    if args.sanitize:
+        return row  # nothing to warm: torch.compile is not run
     try:
         run_child(row, 0, args.task_timeout)
     except (subprocess.TimeoutExpired, RuntimeError):
@@ -164,14 +177,34 @@ def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
     return row
 
 
-def run_child(row: dict, reps: int, timeout: int) -> dict:
+SANITIZER_FOUND = 86  # compute-sanitizer's exit status when it reported an error
+
+
+class SanitizerFound(RuntimeError):
+    """compute-sanitizer reported errors; the message names the first."""
+
+
+def run_child(row: dict, reps: int, timeout: int, sanitize: str = "") -> dict:
+    """The child's row (reps -1: the checks alone). With sanitize, the child runs under that
+    compute-sanitizer tool, and errors it reports are a RuntimeError naming the first."""
     workspace = Path(row["workspace"])
     env = dict(os.environ)
     if reps == 0:  # warm-ups run several at once: inductor's compile workers would oversubscribe
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
-    done = subprocess.run([sys.executable, __file__, "--child", str(workspace / "model.py"),
-                           str(workspace), row["lib"], str(reps), json.dumps(row["configs"])],
+    log = workspace / "sanitizer.log"
+    prefix = (["compute-sanitizer", "--tool", sanitize, "--error-exitcode",
+               str(SANITIZER_FOUND), "--print-limit", "10", "--log-file", str(log)]
+              if sanitize else [])
+    done = subprocess.run([*prefix, sys.executable, __file__, "--child",
+                           str(workspace / "model.py"), str(workspace), row["lib"], str(reps),
+                           json.dumps(row["configs"])],
                           text=True, capture_output=True, timeout=timeout, env=env)
+    if sanitize and done.returncode == SANITIZER_FOUND:
+        report = log.read_text(errors="replace") if log.exists() else ""
+        found = [line.removeprefix("========= ").strip() for line in report.splitlines()
+                 if line.startswith("=========") and line.strip("= ")
+                 and "COMPUTE-SANITIZER" not in line]
+        raise SanitizerFound(f"{sanitize}: " + " | ".join(found[:6]))
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         error = [line for line in done.stderr.strip().splitlines() if line.strip()]
@@ -183,9 +216,12 @@ def measure(row: dict, args: argparse.Namespace, work: Path) -> dict:
     """Times a prepared candidate (one task at a time) and keeps its row."""
     if "lib" in row:
         try:
-            row.update(run_child(row, args.reps, args.task_timeout))
+            row.update(run_child(row, -1 if args.sanitize else args.reps, args.task_timeout,
+                                 args.sanitize))
         except subprocess.TimeoutExpired:
             return dict(row, outcome="timeout", reason=f"past {args.task_timeout} s")  # not kept
+        except SanitizerFound as error:
+            row.update(outcome="sanitizer", reason=str(error)[-600:])
         except RuntimeError as error:
             row.update(outcome="error", reason=str(error)[-400:])
         else:
@@ -202,7 +238,14 @@ def measure(row: dict, args: argparse.Namespace, work: Path) -> dict:
     return row
 
 
-def write_summary(out: Path, rows: list) -> dict:
+def write_summary(out: Path, rows: list, sanitize: str = "") -> dict:
+    if sanitize:
+        summary = {"tool": sanitize, "tasks": len(rows),
+                   **{outcome: sum(1 for r in rows if r.get("outcome") == outcome)
+                      for outcome in ("pass", "sanitizer", "mismatch", "error")}}
+        (out / "sanitize_kernels.json").write_text(json.dumps({"summary": summary, "rows": rows},
+                                                              indent=1) + "\n")
+        return summary
     measured = [r for r in rows if r.get("outcome") == "pass"]
     summary = {
         "tasks": len(rows),
@@ -228,7 +271,7 @@ def main() -> int:
                         help="a folder of level folders of tasks (bench/walk_tasks: tasks that "
                              "take each row walk)")
     parser.add_argument("--levels", nargs="*", default=["level1", "level2", "level3"])
-    parser.add_argument("--shrink", type=int, default=1)
+    parser.add_argument("--shrink", type=int, help="default 1; with --sanitize 16")
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--task-timeout", type=int, default=300)
@@ -237,10 +280,17 @@ def main() -> int:
     parser.add_argument("--configs", action="store_true",
                         help="time every launch configuration the kernels take (what the tuner "
                              "tries), the fastest being the candidate's time")
+    parser.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
+                        help="check every configuration once under this compute-sanitizer tool "
+                             "instead of timing")
     args = parser.parse_args()
+    if args.shrink is None:
+        args.shrink = 16 if args.sanitize else 1
+    if args.sanitize:
+        args.configs = True  # every configuration is run under the tool
 
     out = results_dir()
-    work = out / "synth-kernels-work"
+    work = out / (f"sanitize-{args.sanitize}-work" if args.sanitize else "synth-kernels-work")
     if args.fresh:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
@@ -249,8 +299,11 @@ def main() -> int:
     todo = [t for t in tasks if not kept[t].exists()]
     print(f"preparing {len(todo)} task(s), {args.jobs} at a time; each timed once it is ready",
           flush=True)
-    print(f"{'task':48} {'outcome':12} {'eager ms':>9} {'compile ms':>10} {'ours ms':>8} "
-          f"{'vs eager':>8} {'vs compile':>10}  configuration", flush=True)
+    if args.sanitize:
+        print(f"{'task':48} {'outcome':12} {args.sanitize}'s first reports", flush=True)
+    else:
+        print(f"{'task':48} {'outcome':12} {'eager ms':>9} {'compile ms':>10} {'ours ms':>8} "
+              f"{'vs eager':>8} {'vs compile':>10}  configuration", flush=True)
     rows = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         prepared = {t: pool.submit(prepare, t, args, work) for t in todo}
@@ -266,8 +319,9 @@ def main() -> int:
             else:
                 print(f"{row['id']:48} {row['outcome']:12} {row.get('reason', '')[:80]}",
                       flush=True)
-            write_summary(out, rows)  # after every task: a run cut short still leaves its table
-    print(json.dumps(write_summary(out, rows)))
+            # after every task: a run cut short still leaves its table
+            write_summary(out, rows, args.sanitize)
+    print(json.dumps(write_summary(out, rows, args.sanitize)))
     return 0
 
 
