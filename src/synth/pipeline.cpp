@@ -454,15 +454,20 @@ void fill_step(const Graph& graph, PipelineStep* step) {
   }
 }
 
-/// Whether op is a step of its own (a library call, a view, a copy, an allocation) rather than
-/// an op of a kernel run. An item of a result that a kernel run makes (getitem of max's values)
-/// is the run's.
+/// Whether op is of a kind that is a step of its own: a library call, a view, a copy or an
+/// allocation.
+bool step_kind(const Op& op) {
+  return is_library(op) || is_copy(op) || is_allocation(op) || is_view(op);
+}
+
+/// Whether op is a step of its own rather than an op of a kernel run. An item of a result that
+/// a kernel run makes (getitem of max's values) is the run's.
 bool own_step(const Graph& graph, const Op& op) {
   if (op.name == "getitem" && !op.inputs.empty()) {
     const int maker = graph.values[op.inputs[0]].op;
     if (maker >= 0 && !own_step(graph, graph.ops[maker])) return false;
   }
-  return is_library(op) || is_copy(op) || is_allocation(op) || is_view(op);
+  return step_kind(op);
 }
 
 /// The graph's ops in the order the pipeline runs them: each step of its own as early as it
@@ -500,7 +505,7 @@ Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
     const Op& op = graph.ops[k];
     // An item of a result the run makes (max's values) is the run's to pick.
     const bool run_item = op.name == "getitem" && !op.inputs.empty() && in_run.count(op.inputs[0]);
-    if (is_library(op) || is_copy(op) || is_allocation(op) || (is_view(op) && !run_item)) {
+    if (step_kind(op) && !run_item) {
       if (const char* problem = computes(graph, op)) problems.push_back(op.target + problem);
       in_run.clear();
       PipelineStep step;
