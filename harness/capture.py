@@ -11,6 +11,8 @@ Schema cuda-agent.graph/1:
   outputs  [name, ...]
 """
 
+import startup  # noqa: F401  (first: no garbage collection while modules load)
+
 import json
 from types import ModuleType
 from typing import Any, Callable

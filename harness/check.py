@@ -6,6 +6,8 @@ import faulthandler
 
 faulthandler.enable()
 
+import startup  # noqa: F401  (first: no garbage collection while modules load)
+
 import math
 import sys
 from types import ModuleType

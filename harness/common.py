@@ -3,6 +3,7 @@ tensor bundles and device helpers. PROTOCOL.md is the contract these implement."
 
 import argparse
 import contextlib
+import gc
 import importlib.util
 import json
 import math
@@ -133,6 +134,13 @@ def _report_path(argv: list[str]) -> str | None:
     return known.report
 
 
+def collect_garbage_again() -> None:
+    """The collector back on after a script's imports (startup.py turned it off), the objects
+    they made frozen: they live as long as the process, and collections need not walk them."""
+    gc.freeze()
+    gc.enable()
+
+
 def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None]) -> int:
     """Parses arguments, runs main(args, report), writes the report whatever happens, and ends
     the process (returning only for --help and a missing --report)."""
@@ -145,6 +153,7 @@ def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None
         print(f"{parser.prog}: --report is required", file=sys.stderr)
         return 2
     report_path = os.path.abspath(report_path)  # the candidate's loader changes the cwd
+    collect_garbage_again()
     report: dict[str, Any] = {"ok": False}
     # Where a process's time goes: interpreter and imports, device set-up, waiting for its
     # release, and its own work. The evaluator shows these per process.
@@ -313,6 +322,23 @@ def model_base(cls: type) -> type | None:
     """The class named Model among cls's bases, if any (rule inherits_model): the task's Model,
     whether imported from the workspace's model.py or copied there under its name."""
     return next((base for base in cls.__mro__[1:] if base.__name__ == "Model"), None)
+
+
+def torch_compile(fn: Callable, device: str) -> Callable:
+    """torch.compile(fn), where on the cpu device inductor takes the vector instruction sets its
+    C++ may use from the CPU's flags alone. Left to itself it also probes each set the flags name
+    (and AVX-512's BF16, VNNI and AMX extensions) by building a test library and loading it in a
+    fresh Python that imports torch: about ten seconds of CPU time in every process that
+    compiles, where the compile itself may take two. The flags are what inductor reads from
+    /proc/cpuinfo first either way, and the compiler is the g++ that builds the candidates'
+    kernels with -march=native, so the sets chosen are the same."""
+    if device == "cpu":
+        import torch._inductor.config as inductor_config
+        from torch._inductor import cpu_vec_isa
+
+        inductor_config.cpp.vec_isa_ok = True
+        cpu_vec_isa.VecISA.check_build = lambda self, code: True  # the extensions' probes
+    return torch.compile(fn)
 
 
 def build_model(cls: type, init: dict, init_seed: int, device: str) -> tuple[torch.nn.Module, str]:

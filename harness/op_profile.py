@@ -2,6 +2,8 @@
 before it writes kernels (the workspace's utils/profile_model.py runs it). Informational: nothing
 the evaluator decides reads it."""
 
+import startup  # noqa: F401  (first: no garbage collection while modules load)
+
 import argparse
 import statistics
 import time
@@ -14,6 +16,7 @@ import common
 
 
 def main() -> int:
+    common.collect_garbage_again()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", required=True, help="KernelBench-format task file")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

@@ -5,6 +5,8 @@ import faulthandler
 
 faulthandler.enable()
 
+import startup  # noqa: F401  (first: no garbage collection while modules load)
+
 import os
 import random
 import sys

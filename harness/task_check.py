@@ -12,6 +12,8 @@ import faulthandler
 
 faulthandler.enable()
 
+import startup  # noqa: F401  (first: no garbage collection while modules load)
+
 import contextlib
 import copy
 import fcntl
@@ -249,7 +251,7 @@ def measure(path: str, args: Any, result: dict[str, Any], lock: str | None) -> N
 
     with stage("compile"):
         torch._dynamo.reset()
-        compiled = torch.compile(run.model)
+        compiled = common.torch_compile(run.model, args.device)
         mark = time.perf_counter()
         with torch.no_grad():
             compiled(*run.draws[0])
@@ -306,7 +308,7 @@ def warm_up_compile(device: str) -> None:
     """torch.compile's first call in a process loads and initialises the compiler (seconds to
     tens of seconds): paid here, before the first task, so that no task's time limit or
     compile_s carries it."""
-    compiled = torch.compile(lambda x: torch.relu(x) * 2 + 1)
+    compiled = common.torch_compile(lambda x: torch.relu(x) * 2 + 1, device)
     with torch.no_grad():
         compiled(torch.randn(64, 64, device=device))
     common.synchronize(device)

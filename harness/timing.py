@@ -11,6 +11,8 @@ import faulthandler
 
 faulthandler.enable()
 
+import startup  # noqa: F401  (first: no garbage collection while modules load)
+
 import math
 import sys
 import time
@@ -90,7 +92,7 @@ def build(args: Any, init: dict, report: dict) -> Implementation:
     except Exception as error:
         raise common.TaskError(f"building the task's Model failed: {error}") from error
     if args.impl == "compile":
-        model = torch.compile(model)
+        model = common.torch_compile(model, args.device)
 
     def forward(inputs: list) -> list:
         try:

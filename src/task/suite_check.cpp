@@ -35,7 +35,7 @@ struct Entry {
 std::string checker_version(const fs::path& harness_dir) {
   std::string code;
   for (const char* file :
-       {kScript, "capture.py", "common.py", "check.py", "guard.py", "watch.py"}) {
+       {kScript, "startup.py", "capture.py", "common.py", "check.py", "guard.py", "watch.py"}) {
     std::string text;
     if (read_file(harness_dir / file, &text).ok()) code += text;
   }

@@ -162,6 +162,16 @@ def test_a_correct_kernel_passes(prepared: Path) -> None:
     assert result["max_abs_diff"] == 0.0
 
 
+def test_candidate_code_runs_with_the_garbage_collector_on(prepared: Path) -> None:
+    # The harness loads its modules with the collector off; a candidate whose objects form cycles
+    # must still have them collected. This one zeroes its output where the collector is off.
+    collected = MODEL_NEW.replace("import torch\n", "import gc\nimport torch\n", 1).replace(
+        "        return y\n", "        return y if gc.isenabled() else y * 0\n")
+    assert run_candidate(prepared, "collected", collected)["ok"]
+    result = check(prepared, "collected")
+    assert result["correct"] and result["max_abs_diff"] == 0.0, result
+
+
 def test_a_wrong_kernel_is_a_mismatch(prepared: Path) -> None:
     assert run_candidate(prepared, "wrong", lib="wrong")["ok"]
     result = check(prepared, "wrong")
@@ -264,3 +274,43 @@ def test_profile(prepared: Path, impl: str) -> None:
 @pytest.mark.slow
 def test_profile_compile(prepared: Path) -> None:
     assert_timings(profile(prepared, "compile", warmup=1, iters=2), "compile", 2)
+
+
+PICKED_ISA = """
+import subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from torch._inductor import cpu_vec_isa
+pythons = []
+check_call = subprocess.check_call
+def recorded(argv, *args, **kwargs):
+    if argv[0] == sys.executable:
+        pythons.append(argv)
+    return check_call(argv, *args, **kwargs)
+subprocess.check_call = recorded
+if sys.argv[2] == "harness":
+    import common
+    compiled = common.torch_compile(lambda x: torch.relu(x) * 2 + 1, "cpu")
+    x = torch.randn(64, 64)
+    assert torch.equal(compiled(x), torch.relu(x) * 2 + 1)
+isa = cpu_vec_isa.pick_vec_isa()
+print(len(pythons), str(isa), isa.build_arch_flags())
+"""
+
+
+@pytest.mark.slow
+def test_a_cpu_compile_takes_the_vector_instruction_sets_inductor_would_probe_for() -> None:
+    # Inductor probes each vector instruction set by loading a test library in a Python of its
+    # own (seconds each); the harness takes the CPU's flags instead, and must pick the same sets.
+    def picked(how: str) -> list[str]:
+        result = subprocess.run([sys.executable, "-c", PICKED_ISA, str(HARNESS), how],
+                                capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split(maxsplit=1)
+
+    probes, harness_isa = picked("harness")
+    assert probes == "0", "the harness's torch.compile started a Python to probe an ISA"
+    torch_probes, torch_isa = picked("inductor")
+    assert harness_isa == torch_isa
+    if torch_isa.strip():  # a CPU with a vector ISA: inductor did probe for it
+        assert int(torch_probes) > 0

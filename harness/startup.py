@@ -1,0 +1,10 @@
+"""Imported first by every harness script that imports torch: the cyclic garbage collector is off
+while the script's modules load. Importing torch makes hundreds of thousands of objects, none of
+them garbage, and the collections that their count sets off are a fifth of the import's CPU time,
+paid by each of an evaluation's processes. common.run_script() turns the collector back on, with
+what the imports made moved out of its sight (gc.freeze), before any task or candidate code
+runs."""
+
+import gc
+
+gc.disable()
