@@ -172,6 +172,16 @@ def test_candidate_code_runs_with_the_garbage_collector_on(prepared: Path) -> No
     assert result["correct"] and result["max_abs_diff"] == 0.0, result
 
 
+def test_importing_harness_modules_leaves_the_importers_collector_on() -> None:
+    # Benchmarks and tests import check.py and common.py as a library; only a harness script run
+    # as the program loads its modules with the collector off.
+    code = (f"import sys; sys.path.insert(0, {str(HARNESS)!r}); import check, gc; "
+            "print(gc.isenabled())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0 and result.stdout.split() == ["True"], result.stderr
+
+
 def test_a_wrong_kernel_is_a_mismatch(prepared: Path) -> None:
     assert run_candidate(prepared, "wrong", lib="wrong")["ok"]
     result = check(prepared, "wrong")
