@@ -33,15 +33,24 @@ from common import ROOT, binary, geomean, results_dir, suite_tasks
 LIB_ENV = "CUDA_AGENT_KERNEL_LIB"
 
 
-def child(task: str, workspace: str, lib: str, reps: int, configs: list) -> dict:
+def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink: int) -> dict:
     """Runs in its own process: correctness and times of one task's candidate in each of its
     launch configurations (reps 0: only compile the reference with torch.compile and run it
-    once, which fills inductor's caches)."""
+    once, which fills inductor's caches). The task's sizes are shrunk as the candidate's were
+    (its parameters have the shapes captured at that size)."""
     import torch
 
-    spec = importlib.util.spec_from_file_location("task_module", task)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    def load(name: str, path: Path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        loaded = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loaded)
+        return loaded
+
+    # The harness's common.py (this folder's common.py holds the name): its shrink_task.
+    sys.path.insert(0, str(ROOT / "harness"))
+    harness = load("harness_common", ROOT / "harness" / "common.py")
+    module = load("task_module", Path(task))
+    harness.shrink_task(module, shrink)
     os.environ[LIB_ENV] = lib
     sys.path.insert(0, workspace)
     import model_new  # noqa: E402 (the workspace is on the path only now)
@@ -145,7 +154,7 @@ def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
     """Writes and builds the candidate, then warms torch.compile's caches for the task (this
     part runs several tasks at once). The row so far: "lib" set, or an outcome."""
     level = task.parent.name
-    row = {"id": f"{level}/{task.stem}", "level": level}
+    row = {"id": f"{level}/{task.stem}", "level": level, "shrink": args.shrink}
     workspace = work / "episodes" / f"{level}-{task.stem}"
     shutil.rmtree(workspace, ignore_errors=True)
     made = subprocess.run([binary(), "optimize", str(task), "--device", "cuda", "--shrink",
@@ -197,7 +206,7 @@ def run_child(row: dict, reps: int, timeout: int, sanitize: str = "") -> dict:
               if sanitize else [])
     done = subprocess.run([*prefix, sys.executable, __file__, "--child",
                            str(workspace / "model.py"), str(workspace), row["lib"], str(reps),
-                           json.dumps(row["configs"])],
+                           json.dumps(row["configs"]), str(row["shrink"])],
                           text=True, capture_output=True, timeout=timeout, env=env)
     if sanitize and done.returncode == SANITIZER_FOUND:
         report = log.read_text(errors="replace") if log.exists() else ""
@@ -262,8 +271,9 @@ def write_summary(out: Path, rows: list, sanitize: str = "") -> dict:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        task, workspace, lib, reps, configs = sys.argv[2:7]
-        print(json.dumps(child(task, workspace, lib, int(reps), json.loads(configs))))
+        task, workspace, lib, reps, configs, shrink = sys.argv[2:8]
+        print(json.dumps(child(task, workspace, lib, int(reps), json.loads(configs),
+                               int(shrink))))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="level/name ids, in this order")
