@@ -260,15 +260,21 @@ std::string loads(const PoolPlan& plan, bool after, const std::string& indent) {
   return s;
 }
 
-/// The body for output element o, the same for both backends.
+/// The body for work item o: OPT neighbouring output elements of one output row (along W),
+/// the same for both backends.
 std::string body(const PoolPlan& plan) {
   const auto c = [](std::int64_t v) { return std::to_string(v); };
   std::string s =
-      "    Ix t = o;\n"
-      "    const Ix ow = t % OW; t /= OW;\n"
-      "    const Ix oh = t % OH; t /= OH;\n"
-      "    const Ix od = t % OD; t /= OD;\n"
-      "    const Ix c = t % C, n = t / C;\n";
+      "    const Ix row = by_groups.quot(o), ow0 = (o - row * OWG) * OPT;\n"
+      "    Ix t = by_oh.quot(row);\n"
+      "    const Ix oh = row - t * OH;\n"
+      "    const Ix u = by_od.quot(t);\n"
+      "    const Ix od = t - u * OD;\n"
+      "    const Ix n = by_c.quot(u), c = u - n * C;\n"
+      "#pragma unroll\n"
+      "    for (int j = 0; j < OPT; ++j) {\n"
+      "    const Ix ow = ow0 + j;\n"
+      "    if (ow >= OW) break;\n";
   std::string element = loads(plan, false, "          ");
   for (const std::string& line : plan.before) element += "          " + line + "\n";
   const char* dims[3] = {"d", "h", "w"};
@@ -310,15 +316,23 @@ std::string body(const PoolPlan& plan) {
         s += "    const Ix " + x + "0 = (" + outs[d] + " * " + sizes[d] + ") / " + out_sizes[d] +
              ", " + x + "1 = ((" + outs[d] + " + 1) * " + sizes[d] + " + " + out_sizes[d] +
              " - 1) / " + out_sizes[d] + ";\n";
+        loops += std::string(4 + 2 * d, ' ') + "for (Ix " + x + " = " + x + "0; " + x + " < " + x +
+                 "1; ++" + x + ") {\n";
       } else {
         // The window clipped to the padded input, whose size counts padding; then to the input.
-        s += "    Ix " + x + "0 = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
-             c(plan.padding[d]) + ";\n    Ix " + x + "1 = " + x + "0 + " + c(plan.kernel[d]) +
-             " < " + sizes[d] + " + " + c(plan.padding[d]) + " ? " + x + "0 + " +
-             c(plan.kernel[d]) + " : " + sizes[d] + " + " + c(plan.padding[d]) + ";\n";
+        s += "    const Ix " + x + "_start = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
+             c(plan.padding[d]) + ";\n    Ix " + x + "0 = " + x + "_start;\n    Ix " + x +
+             "1 = " + x + "0 + " + c(plan.kernel[d]) + " < " + sizes[d] + " + " +
+             c(plan.padding[d]) + " ? " + x + "0 + " + c(plan.kernel[d]) + " : " + sizes[d] +
+             " + " + c(plan.padding[d]) + ";\n";
+        // The window's whole length, a constant, with the elements outside the clipped one
+        // skipped: a loop the compiler unrolls, whose loads are all in flight at once.
+        loops += std::string(4 + 2 * d, ' ') + "for (Ix k" + x + " = 0; k" + x + " < " +
+                 c(plan.kernel[d]) + "; ++k" + x + ") {\n" + std::string(6 + 2 * d, ' ') +
+                 "const Ix " + x + " = " + x + "_start + k" + x + ";\n" +
+                 std::string(6 + 2 * d, ' ') + "if (" + x + " < " + x + "0 || " + x + " >= " + x +
+                 "1) continue;\n";
       }
-      loops += std::string(4 + 2 * d, ' ') + "for (Ix " + x + " = " + x + "0; " + x + " < " + x +
-               "1; ++" + x + ") {\n";
       close = std::string(4 + 2 * d, ' ') + "}\n" + close;
     }
     std::string count = "(d1 - d0) * (h1 - h0) * (w1 - w0)";
@@ -340,11 +354,51 @@ std::string body(const PoolPlan& plan) {
   }
   s += loads(plan, true, "    ");
   for (const std::string& line : plan.after) s += "    " + line + "\n";
-  s += "    sa_store(out + o, " + rounded(plan.result, plan.output_dtype) + ");\n";
+  s += "    sa_store(out + row * OW + ow, " + rounded(plan.result, plan.output_dtype) +
+       ");\n    }\n";
   return s;
 }
 
+/// The outputs of a row a thread takes by default. Fixed windows (a pooling's, a filter's)
+/// overlap or abut along W, so a thread's two neighbouring outputs share the cache lines they
+/// read and one split of the index into (n, c, d, h). On an H100 (bench/synth_kernels.py
+/// --configs) two a thread were 4-16% faster than one for 2D and 3D max pooling and 1D average
+/// pooling, and within 2% of it for a 3x3 depthwise convolution. An adaptive window spans the
+/// input over the few outputs: there one output a thread, with twice the threads at work, was
+/// twice as fast as two.
+int default_outputs(const PoolPlan& plan) { return plan.kind == "adaptive_avg" ? 1 : 2; }
+
 }  // namespace
+
+std::string divider_source(const std::string& device) {
+  const bool cuda = device == "cuda";
+  const std::string member = cuda ? "__device__ __forceinline__ " : "inline ";
+  return std::string(cuda ? "SA_FN uint32_t sa_umulhi(uint32_t a, uint32_t b) { return __umulhi(a, "
+                            "b); }\n"
+                          : "SA_FN uint32_t sa_umulhi(uint32_t a, uint32_t b) {\n"
+                            "  return (uint32_t)(((uint64_t)a * b) >> 32);\n}\n") +
+         "template <class Ix> struct sa_divider {\n"
+         "  Ix d;\n"
+         "  explicit sa_divider(Ix divisor) : d(divisor) {}\n"
+         "  " +
+         member +
+         "Ix quot(Ix x) const { return x / d; }\n"
+         "};\n"
+         "template <> struct sa_divider<int32_t> {\n"
+         "  uint32_t magic, shift;\n"
+         "  explicit sa_divider(int32_t d) {  // d >= 1\n"
+         "    shift = 0;\n"
+         "    while (shift < 31 && (1u << shift) < (uint32_t)d) ++shift;\n"
+         "    magic = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << shift) - (uint32_t)d)) /\n"
+         "                       (uint32_t)d + 1);\n"
+         "  }\n"
+         "  " +
+         member +
+         "int32_t quot(int32_t x) const {  // 0 <= x < 2^31\n"
+         "    return (int32_t)((sa_umulhi((uint32_t)x, magic) + (uint32_t)x) >> shift);\n"
+         "  }\n"
+         "};\n";
+}
 
 std::string pool_kernel_source(const PoolPlan& plan, const std::string& device) {
   const bool cuda = device == "cuda";
@@ -378,62 +432,118 @@ std::string pool_kernel_source(const PoolPlan& plan, const std::string& device) 
               "W - 1) * " + in + "_sw);\n";
   }
   std::string source = "// Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
-                       " in one kernel, a thread an output element walking its window.\n"
+                       " in one kernel, a thread OPT outputs of a row walking their windows.\n"
                        "#include <math.h>\n#include <stdint.h>\n";
-  const std::string helpers = dtype_helpers(device) + kExpressionHelpers;
+  const std::string helpers = dtype_helpers(device) + kExpressionHelpers + divider_source(device);
+  // Indices of type Ix: int32_t where every element and offset fits, which spares each thread
+  // 64-bit arithmetic and lets a division be a multiply. A work item is OPT outputs of a row,
+  // OWG = ceil(OW / OPT) items a row; the dividers split an item into its row's (n, c, od, oh).
+  std::string kernel_params = params;
+  for (std::size_t at = 0; (at = kernel_params.find("int64_t ", at)) != std::string::npos;)
+    kernel_params.replace(at, 8, "Ix ");
+  kernel_params +=
+      ", Ix OWG, sa_divider<Ix> by_groups, sa_divider<Ix> by_oh, sa_divider<Ix> by_od, "
+      "sa_divider<Ix> by_c";
+  const std::string launch_args =
+      args +
+      ", (Ix)OWG, sa_divider<Ix>((Ix)OWG), sa_divider<Ix>((Ix)OH), sa_divider<Ix>((Ix)OD), "
+      "sa_divider<Ix>((Ix)C)";
+  // The farthest element any input is read at, and the input's sizes.
+  const std::string reach_lines =
+      "  int64_t reach = sa_max64(total, N * C * ID * IH * IW);\n" + widest;
   if (cuda) {
-    // Indices of type Ix: int32_t where every element and offset fits, which spares each thread
-    // 64-bit divisions.
-    std::string kernel_params = params;
-    for (std::size_t at = 0; (at = kernel_params.find("int64_t ", at)) != std::string::npos;)
-      kernel_params.replace(at, 8, "Ix ");
-    source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n" +
-              helpers + kCudaGridHelper +
-              "\ntemplate <class Ix>\n"
-              "static __global__ void __launch_bounds__(512) fused_pool_kernel(" +
+    source +=
+        "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n" + helpers +
+        kCudaGridHelper +
+        "\ntemplate <class Ix, int OPT>\n"
+        "static __global__ void __launch_bounds__(512) fused_pool_kernel(" +
+        kernel_params +
+        ") {\n"
+        "  const Ix items = N * C * OD * OH * OWG;\n"
+        "  for (Ix o = (Ix)blockIdx.x * (Ix)blockDim.x + (Ix)threadIdx.x; o < items;\n"
+        "       o += (Ix)gridDim.x * (Ix)blockDim.x) {\n" +
+        body(plan) +
+        "  }\n}\n\n"
+        "// The launch configuration model_new.py chose: 128 << (config % 3) threads a block,\n"
+        "// each thread 1 << (config / 3) outputs of a row; -1: 128 threads, " +
+        n(default_outputs(plan)) +
+        " each.\n"
+        "static int sa_config = -1;\n"
+        "extern \"C\" int fused_pool_config(int64_t config) {\n"
+        "  sa_config = config >= 0 && config < 9 ? (int)config : -1;\n"
+        "  return 0;\n}\n\n"
+        "static int64_t sa_max64(int64_t a, int64_t b) { return a > b ? a : b; }\n\n"
+        "template <class Ix, int OPT>\n"
+        "static void sa_launch(" +
+        params +
+        ", int threads, cudaStream_t s) {\n"
+        "  const int64_t OWG = (OW + OPT - 1) / OPT;\n"
+        "  const unsigned grid = sa_grid((N * C * OD * OH * OWG + threads - 1) / threads);\n"
+        "  fused_pool_kernel<Ix, OPT><<<grid, threads, 0, s>>>(" +
+        launch_args +
+        ");\n}\n\n"
+        "template <class Ix>\n"
+        "static void sa_launch_opt(" +
+        params +
+        ", int threads, int opt, cudaStream_t s) {\n"
+        "  if (opt == 4) sa_launch<Ix, 4>(" +
+        args +
+        ", threads, s);\n"
+        "  else if (opt == 2) sa_launch<Ix, 2>(" +
+        args +
+        ", threads, s);\n"
+        "  else sa_launch<Ix, 1>(" +
+        args +
+        ", threads, s);\n}\n\n"
+        "extern \"C\" int fused_pool(" +
+        params +
+        ", void* stream) {\n"
+        "  const int64_t total = N * C * OD * OH * OW;\n"
+        "  if (total == 0) return 0;\n"
+        "  const int threads = sa_config >= 0 ? 128 << (sa_config % 3) : 128;\n"
+        "  const int opt = sa_config >= 0 ? 1 << (sa_config / 3) : " +
+        n(default_outputs(plan)) + ";\n" + reach_lines +
+        "  cudaStream_t s = (cudaStream_t)stream;\n"
+        "  const int64_t overshoot = ((total + threads - 1) / threads + 1) * threads;\n"
+        "  if (reach < INT32_MAX - overshoot)\n"
+        "    sa_launch_opt<int32_t>(" +
+        args +
+        ", threads, opt, s);\n"
+        "  else\n"
+        "    sa_launch_opt<int64_t>(" +
+        args + ", threads, opt, s);\n  return (int)cudaGetLastError();\n}\n";
+  } else {
+    source += "#include <omp.h>\n\n#define SA_FN static inline\n" + helpers +
+              cpu_config_source("fused_pool") +
+              "static int64_t sa_max64(int64_t a, int64_t b) { return a > b ? a : b; }\n\n"
+              "template <class Ix>\n"
+              "static void sa_run(" +
               kernel_params +
               ") {\n"
-              "  const Ix total = N * C * OD * OH * OW;\n"
-              "  for (Ix o = (Ix)blockIdx.x * (Ix)blockDim.x + (Ix)threadIdx.x; o < total;\n"
-              "       o += (Ix)gridDim.x * (Ix)blockDim.x) {\n" +
+              "  const int OPT = 1;\n"
+              "  const Ix items = N * C * OD * OH * OWG;\n"
+              "#pragma omp parallel for schedule(runtime)\n"
+              "  for (Ix o = 0; o < items; ++o) {\n" +
               body(plan) +
               "  }\n}\n\n"
-              "// The launch configuration model_new.py chose: 128 << config threads a block, or\n"
-              "// -1: 256.\n"
-              "static int sa_config = -1;\n"
-              "extern \"C\" int fused_pool_config(int64_t config) {\n"
-              "  sa_config = config >= 0 && config < 3 ? (int)config : -1;\n"
-              "  return 0;\n}\n\n"
-              "static int64_t sa_max64(int64_t a, int64_t b) { return a > b ? a : b; }\n\n"
               "extern \"C\" int fused_pool(" +
               params +
               ", void* stream) {\n"
-              "  const int64_t total = N * C * OD * OH * OW;\n"
-              "  if (total == 0) return 0;\n"
-              "  const int threads = sa_config >= 0 ? 128 << sa_config : 256;\n"
-              "  const unsigned grid = sa_grid((total + threads - 1) / threads);\n"
-              "  // The farthest element any input is read at, and the input's sizes.\n"
-              "  int64_t reach = sa_max64(total, N * C * ID * IH * IW);\n" +
-              widest +
-              "  cudaStream_t s = (cudaStream_t)stream;\n"
-              "  if (reach < INT32_MAX - (int64_t)grid * threads)\n"
-              "    fused_pool_kernel<int32_t><<<grid, threads, 0, s>>>(" +
-              args +
-              ");\n"
-              "  else\n"
-              "    fused_pool_kernel<int64_t><<<grid, threads, 0, s>>>(" +
-              args + ");\n  return (int)cudaGetLastError();\n}\n";
-  } else {
-    source += "#include <omp.h>\n\n#define SA_FN static inline\n" + helpers +
-              cpu_config_source("fused_pool") + "typedef int64_t Ix;\n\n" +
-              "extern \"C\" int fused_pool(" + params +
-              ", void* stream) {\n"
               "  (void)stream;\n"
               "  sa_apply_config();\n"
-              "  const Ix total = N * C * OD * OH * OW;\n"
-              "#pragma omp parallel for schedule(runtime)\n"
-              "  for (Ix o = 0; o < total; ++o) {\n" +
-              body(plan) + "  }\n  return 0;\n}\n";
+              "  const int64_t total = N * C * OD * OH * OW;\n"
+              "  if (total == 0) return 0;\n"
+              "  const int64_t OWG = OW;\n" +
+              reach_lines +
+              "  if (reach < INT32_MAX) {\n"
+              "    typedef int32_t Ix;\n"
+              "    sa_run<Ix>(" +
+              launch_args +
+              ");\n"
+              "  } else {\n"
+              "    typedef int64_t Ix;\n"
+              "    sa_run<Ix>(" +
+              launch_args + ");\n  }\n  return 0;\n}\n";
   }
   return source;
 }
@@ -525,7 +635,20 @@ Status synthesize_pool(const Graph& graph, const std::string& device, Candidate*
   candidate->files["model_new.py"] = pool_model_source(graph, plan);
   candidate->files[device == "cuda" ? "kernels/fused_pool.cu" : "kernels/fused_pool.cpp"] = kernel;
   if (device == "cuda") {
-    candidate->configs = {{-1, "256 threads"}, {0, "128 threads"}, {2, "512 threads"}};
+    // Config id: 128 << (id % 3) threads, 1 << (id / 3) outputs a thread; -1 the default.
+    if (default_outputs(plan) == 1) {
+      candidate->configs = {{-1, "128 threads"},
+                            {1, "256 threads"},
+                            {2, "512 threads"},
+                            {3, "128 threads x 2 outputs"}};
+    } else {
+      candidate->configs = {{-1, "128 threads x 2 outputs"},
+                            {0, "128 threads"},
+                            {1, "256 threads"},
+                            {4, "256 threads x 2 outputs"},
+                            {6, "128 threads x 4 outputs"},
+                            {7, "256 threads x 4 outputs"}};
+    }
   } else {
     candidate->configs = cpu_schedules();
   }

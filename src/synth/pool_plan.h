@@ -3,8 +3,9 @@
 /// filter, weighted), with the elementwise ops before it (a convolution's bias, an
 /// activation) computed on each element its windows read, and those after it (a sigmoid, a
 /// scale) on each pooled value, in one kernel that writes each output element once. A thread
-/// takes one output element and walks its window; neighbouring threads read neighbouring
-/// windows, which overlap in cache.
+/// takes one or a few neighbouring output elements of a row (a launch configuration) and walks
+/// their windows; neighbouring threads read neighbouring windows, which overlap in cache. The
+/// index of a thread's row is split into (n, c, d, h) by multiplications, not divisions.
 ///
 /// Every tensor is indexed as (N, C, D, H, W): the pooled input's leading dims are N and C (N
 /// is 1 for an unbatched input), its spatial dims the last of D, H, W. An input is read through
@@ -53,6 +54,12 @@ Status plan_pool(const Graph& graph, PoolPlan* plan);
 /// kernels/fused_pool.cpp ("cpu") or .cu ("cuda"): extern "C" int fused_pool(inputs..., out,
 /// int64_t N, C, ID, IH, IW, OD, OH, OW, (s_n, s_c, s_d, s_h, s_w) per input, void* stream).
 std::string pool_kernel_source(const PoolPlan& plan, const std::string& device);
+
+/// sa_divider<Ix>, the kernels' division by a number fixed for a launch (defined after SA_FN):
+/// for 32-bit indices a multiply-high, an add and a shift, with the magic number found once on
+/// the host (the round-up method of Granlund and Montgomery, exact for numerators below 2^31);
+/// for 64-bit ones the plain division. quot(x) is x / d for 0 <= x.
+std::string divider_source(const std::string& device);
 
 /// model_new.py for the plan.
 std::string pool_model_source(const Graph& graph, const PoolPlan& plan);

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "sandbox/process_runner.h"
 #include "synth/graph_test_util.h"
+#include "util/files.h"
 
 namespace cuda_agent::synth {
 namespace {
@@ -168,6 +172,64 @@ TEST(SynthPoolPlan, ADepthwiseConvolutionIsAWindowWeightedByItsChannelsFilter) {
                      {"conv"});
   s = plan_pool(read(dense), &plan);
   EXPECT_FALSE(s.ok());
+}
+
+// The pooling kernels split an index into (n, c, d, h) with sa_divider; built with g++ as the
+// CPU backend builds it, its 32-bit quotient must be the division's for every divisor and
+// numerator a launch can give it: divisors 1 to 2^31 - 1, numerators 0 to 2^31 - 1.
+TEST(SynthPoolPlan, TheDividersQuotientIsTheDivisionsForEveryThirtyTwoBitIndex) {
+  TempDir dir;
+  const auto text = [](const std::filesystem::path& path) {
+    std::string contents;
+    return read_file(path, &contents).ok() ? contents : std::string();
+  };
+  const std::string program =
+      "#include <stdint.h>\n#include <stdio.h>\n#define SA_FN static inline\n" +
+      divider_source("cpu") +
+      "static uint64_t state = 88172645463325252ull;\n"
+      "static uint32_t draw(uint32_t below) {  // xorshift64, then [0, below)\n"
+      "  state ^= state << 13; state ^= state >> 7; state ^= state << 17;\n"
+      "  return (uint32_t)(state % below);\n}\n"
+      "static int check(int32_t d, int32_t x) {\n"
+      "  const int32_t got = sa_divider<int32_t>(d).quot(x);\n"
+      "  if (got == x / d && sa_divider<int64_t>(d).quot(x) == x / d) return 0;\n"
+      "  printf(\"%d / %d: %d\\n\", x, d, got);\n  return 1;\n}\n"
+      "int main() {\n"
+      "  const int32_t top = INT32_MAX;\n"
+      "  int wrong = 0;\n"
+      "  for (int32_t d = 1; d < 4096; ++d)  // small divisors, every numerator near a multiple\n"
+      "    for (int32_t x = 0; x < 3 * 4096; ++x) wrong += check(d, x);\n"
+      "  for (int k = 0; k < 200000; ++k) {\n"
+      "    const int32_t d = (int32_t)draw(top) + 1;\n"
+      "    const int32_t x = (int32_t)draw(top);\n"
+      "    wrong += check(d, x) + check(d, top) + check(d, top - 1) + check(d, d - 1) +\n"
+      "             check(d, d) + check(d, top / d * d) + check(d, top / d * d - 1);\n"
+      "  }\n"
+      "  for (int s = 0; s < 31; ++s) {  // powers of two and their neighbours\n"
+      "    const int32_t p = (int32_t)(1u << s);\n"
+      "    const int32_t near[3] = {p, p + 1, p - 1};\n"
+      "    for (int32_t d : near)\n"
+      "      if (d > 0) wrong += check(d, top) + check(d, top - 1) + check(d, d) + check(d, 0);\n"
+      "  }\n"
+      "  return wrong != 0;\n}\n";
+  ASSERT_TRUE(write_file_atomic(dir.path() / "divider.cpp", program).ok());
+  PosixProcessRunner runner;
+  ProcessSpec build;
+  build.argv = {"g++",
+                "-std=c++17",
+                "-O2",
+                "-o",
+                (dir.path() / "divider").string(),
+                (dir.path() / "divider.cpp").string()};
+  build.stderr_path = dir.path() / "build.log";
+  build.timeout_s = 120;
+  const ProcessResult built = runner.run(build);
+  ASSERT_TRUE(built.succeeded()) << text(dir.path() / "build.log");
+  ProcessSpec run;
+  run.argv = {(dir.path() / "divider").string()};
+  run.stdout_path = dir.path() / "wrong.txt";
+  const ProcessResult ran = runner.run(run);
+  EXPECT_TRUE(ran.succeeded()) << text(dir.path() / "wrong.txt").substr(0, 2000);
 }
 
 }  // namespace
