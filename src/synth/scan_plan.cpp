@@ -221,36 +221,49 @@ std::string scan_kernel_source(const ScanPlan& plan, const std::string& device) 
     kernel_params.replace(at, 8, "Ix ");
   return source + "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n" +
          helpers + kCudaGridHelper +
-         "\n// A block a row, in tiles of blockDim.x x 4 elements: each thread scans its 4\n"
-         "// neighbours, the block the threads' totals (a warp's by shuffles, then the warps'),\n"
-         "// and the carry takes each tile's total to the next. blockDim.x is a multiple of 32.\n"
-         "template <class Ix>\n"
+         "\n// A block a row, in tiles of blockDim.x x V elements, a warp 32 x V neighbours of a\n"
+         "// tile. A warp reads its part striped (element q * 32 + lane of it at step q: each\n"
+         "// step one coalesced read) into shared memory, and each thread takes V neighbours from\n"
+         "// there and scans them; then the warp's threads' totals are scanned by shuffles, the\n"
+         "// block's warps' through warp_sums, and the carry takes each tile's total to the\n"
+         "// next. The scanned values go back through shared memory and out striped. A warp's\n"
+         "// part is padded by a float every 32, which keeps both readings free of bank\n"
+         "// conflicts. blockDim.x is a multiple of 32.\n"
+         "SA_FN int sa_padded(int p) { return p + (p >> 5); }\n\n"
+         "template <class Ix, int V>\n"
          "static __global__ void __launch_bounds__(1024) fused_scan_kernel(" +
          kernel_params +
          ") {\n"
          "  __shared__ float warp_sums[32];\n"
+         "  extern __shared__ float sa_tiles[];\n"
          "  const Ix R = s" +
          a + ", rows = s0 * s1 * s2 * s3 * s4 * s5 / R;\n" + out_strides("  ") +
          "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
          "  const int warps = blockDim.x >> 5;\n"
+         "  float* part = sa_tiles + warp * 33 * V;  // the warp's 32 x V, padded\n"
          "  for (Ix r = blockIdx.x; r < rows; r += gridDim.x) {\n" +
          row_base(plan, axis, "    ") +
          "    float carry = 0.0f;\n"
-         "    for (Ix start = 0; start < R; start += (Ix)blockDim.x * 4) {\n"
-         "      const Ix k0 = start + (Ix)threadIdx.x * 4;\n"
-         "      float v[4];\n"
+         "    for (Ix start = 0; start < R; start += (Ix)blockDim.x * V) {\n"
+         "      const Ix first = start + (Ix)warp * 32 * V;  // the warp's part's first element\n"
          "#pragma unroll\n"
-         "      for (int q = 0; q < 4; ++q) {\n"
-         "        const Ix k = k0 + q;\n"
-         "        v[q] = 0.0f;\n"
+         "      for (int q = 0; q < V; ++q) {\n"
+         "        const Ix k = first + q * 32 + lane;\n"
+         "        float value = 0.0f;\n"
          "        if (k < R) {\n" +
          loads(plan, false, axis, "          ") + lines(plan.before, "          ") +
-         "          v[q] = " + plan.scanned +
+         "          value = " + plan.scanned +
          ";\n"
          "        }\n"
+         "        part[sa_padded(q * 32 + lane)] = value;\n"
          "      }\n"
-         "      v[1] += v[0];\n      v[2] += v[1];\n      v[3] += v[2];\n"
-         "      float x = v[3];  // the thread's total, then the warp's sum up to it\n"
+         "      __syncwarp();\n"
+         "      float v[V];\n"
+         "#pragma unroll\n"
+         "      for (int q = 0; q < V; ++q) v[q] = part[sa_padded(lane * V + q)];\n"
+         "#pragma unroll\n"
+         "      for (int q = 1; q < V; ++q) v[q] += v[q - 1];\n"
+         "      float x = v[V - 1];  // the thread's total, then the warp's sum up to it\n"
          "#pragma unroll\n"
          "      for (int d = 1; d < 32; d <<= 1) {\n"
          "        const float y = __shfl_up_sync(0xffffffffu, x, d);\n"
@@ -273,28 +286,55 @@ std::string scan_kernel_source(const ScanPlan& plan, const std::string& device) 
          "      const float prefix = carry + (warp > 0 ? warp_sums[warp - 1] : 0.0f) + "
          "exclusive;\n"
          "#pragma unroll\n"
-         "      for (int q = 0; q < 4; ++q) {\n"
-         "        const Ix k = k0 + q;\n"
+         "      for (int q = 0; q < V; ++q) part[sa_padded(lane * V + q)] = prefix + v[q];\n"
+         "      __syncwarp();\n"
+         "#pragma unroll\n"
+         "      for (int q = 0; q < V; ++q) {\n"
+         "        const Ix k = first + q * 32 + lane;\n"
          "        if (k >= R) break;\n"
-         "        const float scanned = prefix + v[q];\n" +
+         "        const float scanned = part[sa_padded(q * 32 + lane)];\n" +
          loads(plan, true, axis, "        ") + lines(plan.after, "        ") + "        " + store +
          "      }\n"
          "      carry += warp_sums[warps - 1];\n"
-         "      __syncthreads();  // warp_sums is the next tile's\n"
+         "      __syncthreads();  // warp_sums and the parts are the next tile's\n"
          "    }\n"
          "  }\n}\n\n"
-         "// The launch configuration model_new.py chose: 128 << config threads a block, or -1:\n"
-         "// 256.\n"
+         "// The launch configurations model_new.py may choose: threads a block and elements a\n"
+         "// thread; -1: the first.\n"
+         "static const int sa_threads[] = {256, 128, 128, 256, 512, 1024};\n"
+         "static const int sa_items[] = {8, 8, 16, 16, 8, 4};\n"
          "static int sa_config = -1;\n"
          "extern \"C\" int fused_scan_config(int64_t config) {\n"
-         "  sa_config = config >= 0 && config < 4 ? (int)config : -1;\n"
+         "  sa_config = config >= 0 && config < 5 ? (int)config : -1;\n"
          "  return 0;\n}\n\n"
+         "template <class Ix, int V>\n"
+         "static int sa_launch(" +
+         params +
+         ", int threads, unsigned grid, cudaStream_t s) {\n"
+         "  const size_t bytes = (size_t)(threads / 32) * 33 * V * sizeof(float);\n"
+         "  fused_scan_kernel<Ix, V><<<grid, threads, bytes, s>>>(" +
+         args +
+         ");\n"
+         "  return (int)cudaGetLastError();\n}\n\n"
+         "template <class Ix>\n"
+         "static int sa_launch_items(" +
+         params +
+         ", int threads, int items, unsigned grid, cudaStream_t s) {\n"
+         "  if (items == 16) return sa_launch<Ix, 16>(" +
+         args +
+         ", threads, grid, s);\n"
+         "  if (items == 8) return sa_launch<Ix, 8>(" +
+         args +
+         ", threads, grid, s);\n"
+         "  return sa_launch<Ix, 4>(" +
+         args +
+         ", threads, grid, s);\n}\n\n"
          "extern \"C\" int fused_scan(" +
          params +
          ", void* stream) {\n"
          "  const int64_t total = s0 * s1 * s2 * s3 * s4 * s5;\n"
          "  if (total == 0) return 0;\n"
-         "  const int threads = sa_config >= 0 ? 128 << sa_config : 256;\n"
+         "  const int threads = sa_threads[sa_config + 1], items = sa_items[sa_config + 1];\n"
          "  const unsigned grid = sa_grid(total / s" +
          a +
          ");\n"
@@ -303,13 +343,12 @@ std::string scan_kernel_source(const ScanPlan& plan, const std::string& device) 
          "  int64_t reach = total;\n" +
          reach +
          "  cudaStream_t s = (cudaStream_t)stream;\n"
-         "  if (reach < INT32_MAX - 4 * (int64_t)threads - (int64_t)grid)\n"
-         "    fused_scan_kernel<int32_t><<<grid, threads, 0, s>>>(" +
+         "  if (reach < INT32_MAX - (int64_t)items * threads - (int64_t)grid)\n"
+         "    return sa_launch_items<int32_t>(" +
          args +
-         ");\n"
-         "  else\n"
-         "    fused_scan_kernel<int64_t><<<grid, threads, 0, s>>>(" +
-         args + ");\n  return (int)cudaGetLastError();\n}\n";
+         ", threads, items, grid, s);\n"
+         "  return sa_launch_items<int64_t>(" +
+         args + ", threads, items, grid, s);\n}\n";
 }
 
 std::string scan_model_source(const Graph& graph, const ScanPlan& plan) {
@@ -357,10 +396,9 @@ Status synthesize_scan(const Graph& graph, const std::string& device, Candidate*
   candidate->files["model_new.py"] = scan_model_source(graph, plan);
   candidate->files[device == "cuda" ? "kernels/fused_scan.cu" : "kernels/fused_scan.cpp"] = kernel;
   if (device == "cuda") {
-    candidate->configs = {{-1, "256 threads a row"},
-                          {0, "128 threads a row"},
-                          {2, "512 threads a row"},
-                          {3, "1024 threads a row"}};
+    candidate->configs = {{-1, "256 threads x 8 a row"}, {0, "128 threads x 8 a row"},
+                          {1, "128 threads x 16 a row"}, {2, "256 threads x 16 a row"},
+                          {3, "512 threads x 8 a row"},  {4, "1024 threads x 4 a row"}};
   } else {
     candidate->configs = cpu_schedules();
   }
