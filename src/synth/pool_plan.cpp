@@ -260,110 +260,165 @@ std::string loads(const PoolPlan& plan, bool after, const std::string& indent) {
   return s;
 }
 
+/// The code after a pooled value is known, for output ow: the ops after the pooling, the store.
+std::string epilogue(const PoolPlan& plan, const std::string& indent) {
+  std::string s = loads(plan, true, indent);
+  for (const std::string& line : plan.after) s += indent + line + "\n";
+  return s + indent + "sa_store(out + row * OW + ow, " + rounded(plan.result, plan.output_dtype) +
+         ");\n";
+}
+
+/// An adaptive average's outputs, one at a time: each walks its own window, whose bounds
+/// depend on the output.
+std::string adaptive_body(const PoolPlan& plan, const std::string& element) {
+  const char* dims[3] = {"d", "h", "w"};
+  const char* outs[3] = {"od", "oh", "ow"};
+  const char* sizes[3] = {"ID", "IH", "IW"};
+  const char* out_sizes[3] = {"OD", "OH", "OW"};
+  std::string s =
+      "#pragma unroll\n"
+      "    for (int j = 0; j < OPT; ++j) {\n"
+      "      const Ix ow = ow0 + j;\n"
+      "      if (ow >= OW) break;\n"
+      "      float sum = 0.0f;\n";
+  std::string loops, close;
+  for (int d = 0; d < 3; ++d) {
+    const std::string x = dims[d];
+    // torch's adaptive windows: [floor(o * I / O), ceil((o + 1) * I / O)).
+    s += "      const Ix " + x + "0 = (" + outs[d] + " * " + sizes[d] + ") / " + out_sizes[d] +
+         ", " + x + "1 = ((" + outs[d] + " + 1) * " + sizes[d] + " + " + out_sizes[d] + " - 1) / " +
+         out_sizes[d] + ";\n";
+    loops += std::string(6 + 2 * d, ' ') + "for (Ix " + x + " = " + x + "0; " + x + " < " + x +
+             "1; ++" + x + ") {\n";
+    close = std::string(6 + 2 * d, ' ') + "}\n" + close;
+  }
+  s += loops + element + "          sum += " + plan.pooled + ";\n" + close;
+  s += "      const float pooled = sum / (float)((d1 - d0) * (h1 - h0) * (w1 - w0));\n";
+  return s + epilogue(plan, "      ") + "    }\n";
+}
+
+/// A fixed window's OPT outputs together. Along D and H they share their window; along W the
+/// thread walks the span their windows cover, reading each element once, and adds it to the
+/// outputs whose windows hold it (which the compiler works out: every bound but the sizes is
+/// a constant). Each output's elements are taken in the order its own window walk would.
+std::string fixed_body(const PoolPlan& plan, const std::string& element) {
+  const auto c = [](std::int64_t v) { return std::to_string(v); };
+  const char* dims[2] = {"d", "h"};
+  const char* outs[2] = {"od", "oh"};
+  const char* sizes[2] = {"ID", "IH"};
+  const bool max = plan.kind == "max";
+  std::string s = "    float acc[OPT];  // each output's " + std::string(max ? "maximum" : "sum") +
+                  " so far\n"
+                  "#pragma unroll\n"
+                  "    for (int j = 0; j < OPT; ++j) acc[j] = " +
+                  (max ? "-INFINITY" : "0.0f") + ";\n";
+  std::string loops, close;
+  for (int d = 0; d < 2; ++d) {
+    const std::string x = dims[d];
+    s += "    const Ix " + x + "_start = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
+         c(plan.padding[d]) + ";\n";
+    loops += std::string(4 + 2 * d, ' ') + "for (Ix k" + x + " = 0; k" + x + " < " +
+             c(plan.kernel[d]) + "; ++k" + x + ") {\n" + std::string(6 + 2 * d, ' ') + "const Ix " +
+             x + " = " + x + "_start + k" + x + " * " + c(plan.dilation[d]) + ";\n" +
+             std::string(6 + 2 * d, ' ') + "if (" + x + " < 0 || " + x + " >= " + sizes[d] +
+             ") continue;\n";
+    close = std::string(4 + 2 * d, ' ') + "}\n" + close;
+  }
+  const std::string stride = c(plan.stride[2]), dilation = c(plan.dilation[2]);
+  s += "    const Ix w_first = ow0 * " + stride + " - " + c(plan.padding[2]) + ";\n";
+  std::string take;  // output j's use of element (kd, kh, kw), whose value is plan.pooled
+  if (max) {
+    // torch's rule: a larger value or a NaN replaces the maximum, so a NaN in the window stays.
+    take = "if (" + plan.pooled + " > acc[j] || " + plan.pooled + " != " + plan.pooled +
+           ") acc[j] = " + plan.pooled + ";";
+  } else if (plan.kind == "depthwise") {
+    // The channel's own filter, (KD, KH, KW) weights after the previous channels'.
+    take = "acc[j] += " + plan.pooled + " * sa_load(weight[((c * " + c(plan.kernel[0]) +
+           " + kd) * " + c(plan.kernel[1]) + " + kh) * " + c(plan.kernel[2]) + " + kw]);";
+  } else {
+    take = "acc[j] += " + plan.pooled + ";";
+  }
+  s += loops +
+       "#pragma unroll\n"
+       "        for (int q = 0; q < (OPT - 1) * " +
+       stride + " + " + c((plan.kernel[2] - 1) * plan.dilation[2] + 1) +
+       "; ++q) {\n"
+       "          const Ix w = w_first + q;\n"
+       "          if (w < 0 || w >= IW) continue;\n" +
+       element +
+       "#pragma unroll\n"
+       "          for (int j = 0; j < OPT; ++j) {\n"
+       "            const int at = q - j * " +
+       stride +
+       ";  // from output j's window's first element\n"
+       "            if (at < 0 || at % " +
+       dilation + " != 0 || at / " + dilation + " >= " + c(plan.kernel[2]) +
+       ") continue;\n"
+       "            const int kw = at / " +
+       dilation +
+       ";\n"
+       "            (void)kw;\n"
+       "            " +
+       take + "\n          }\n        }\n" + close;
+  s += "#pragma unroll\n"
+       "    for (int j = 0; j < OPT; ++j) {\n"
+       "      const Ix ow = ow0 + j;\n"
+       "      if (ow >= OW) break;\n";
+  if (max) {
+    s += "      const float pooled = acc[j];\n";
+  } else if (plan.kind == "depthwise") {
+    s += "      const float pooled = acc[j]" +
+         std::string(plan.bias >= 0 ? " + sa_load(bias[c])" : "") + ";\n";
+  } else {
+    // The divisor: the override, or the window's size clipped to the padded input (whose size
+    // counts padding), or that clipped again to the input.
+    std::string count = c(plan.divisor);
+    if (plan.divisor <= 0) {
+      const char* all[3] = {"d", "h", "w"};
+      const char* all_outs[3] = {"od", "oh", "ow"};
+      const char* all_sizes[3] = {"ID", "IH", "IW"};
+      for (int d = 0; d < 3; ++d) {
+        const std::string x = all[d], in = all_sizes[d], pad = c(plan.padding[d]);
+        s += "      Ix " + x + "0 = " + all_outs[d] + " * " + c(plan.stride[d]) + " - " + pad +
+             ";\n      Ix " + x + "1 = " + x + "0 + " + c(plan.kernel[d]) + " < " + in + " + " +
+             pad + " ? " + x + "0 + " + c(plan.kernel[d]) + " : " + in + " + " + pad + ";\n";
+      }
+      count = "(d1 - d0) * (h1 - h0) * (w1 - w0)";
+      if (!plan.count_include_pad) {
+        for (int d = 0; d < 3; ++d) {
+          const std::string x = all[d];
+          s += "      " + x + "0 = " + x + "0 > 0 ? " + x + "0 : 0;\n      " + x + "1 = " + x +
+               "1 < " + all_sizes[d] + " ? " + x + "1 : " + all_sizes[d] + ";\n";
+        }
+      }
+    }
+    s += "      const float pooled = acc[j] / (float)(" + count + ");\n";
+  }
+  return s + epilogue(plan, "      ") + "    }\n";
+}
+
 /// The body for work item o: OPT neighbouring output elements of one output row (along W),
 /// the same for both backends.
 std::string body(const PoolPlan& plan) {
-  const auto c = [](std::int64_t v) { return std::to_string(v); };
   std::string s =
       "    const Ix row = by_groups.quot(o), ow0 = (o - row * OWG) * OPT;\n"
       "    Ix t = by_oh.quot(row);\n"
       "    const Ix oh = row - t * OH;\n"
       "    const Ix u = by_od.quot(t);\n"
       "    const Ix od = t - u * OD;\n"
-      "    const Ix n = by_c.quot(u), c = u - n * C;\n"
-      "#pragma unroll\n"
-      "    for (int j = 0; j < OPT; ++j) {\n"
-      "    const Ix ow = ow0 + j;\n"
-      "    if (ow >= OW) break;\n";
+      "    const Ix n = by_c.quot(u), c = u - n * C;\n";
   std::string element = loads(plan, false, "          ");
   for (const std::string& line : plan.before) element += "          " + line + "\n";
-  const char* dims[3] = {"d", "h", "w"};
-  const char* outs[3] = {"od", "oh", "ow"};
-  const char* sizes[3] = {"ID", "IH", "IW"};
-  const char* out_sizes[3] = {"OD", "OH", "OW"};
-  std::string loops, close;
-  if (plan.kind == "max" || plan.kind == "depthwise") {
-    s += plan.kind == "max" ? "    float pooled = -INFINITY;\n" : "    float sum = 0.0f;\n";
-    for (int d = 0; d < 3; ++d) {
-      const std::string x = dims[d];
-      s += "    const Ix " + x + "0 = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
-           c(plan.padding[d]) + ";\n";
-      loops += std::string(4 + 2 * d, ' ') + "for (Ix k" + x + " = 0; k" + x + " < " +
-               c(plan.kernel[d]) + "; ++k" + x + ") {\n" + std::string(6 + 2 * d, ' ') +
-               "const Ix " + x + " = " + x + "0 + k" + x + " * " + c(plan.dilation[d]) + ";\n" +
-               std::string(6 + 2 * d, ' ') + "if (" + x + " < 0 || " + x + " >= " + sizes[d] +
-               ") continue;\n";
-      close = std::string(4 + 2 * d, ' ') + "}\n" + close;
-    }
-    if (plan.kind == "max") {
-      // torch's rule: a larger value or a NaN replaces the maximum, so a NaN in the window
-      // stays.
-      s += loops + element + "          if (" + plan.pooled + " > pooled || " + plan.pooled +
-           " != " + plan.pooled + ") pooled = " + plan.pooled + ";\n" + close;
-    } else {
-      // The channel's own filter, (KD, KH, KW) weights after the previous channels'.
-      s += loops + element + "          sum += " + plan.pooled + " * sa_load(weight[((c * " +
-           c(plan.kernel[0]) + " + kd) * " + c(plan.kernel[1]) + " + kh) * " + c(plan.kernel[2]) +
-           " + kw]);\n" + close + "    const float pooled = sum" +
-           (plan.bias >= 0 ? " + sa_load(bias[c])" : "") + ";\n";
-    }
-  } else {
-    s += "    float sum = 0.0f;\n";
-    for (int d = 0; d < 3; ++d) {
-      const std::string x = dims[d];
-      if (plan.kind == "adaptive_avg") {
-        // torch's adaptive windows: [floor(o * I / O), ceil((o + 1) * I / O)).
-        s += "    const Ix " + x + "0 = (" + outs[d] + " * " + sizes[d] + ") / " + out_sizes[d] +
-             ", " + x + "1 = ((" + outs[d] + " + 1) * " + sizes[d] + " + " + out_sizes[d] +
-             " - 1) / " + out_sizes[d] + ";\n";
-        loops += std::string(4 + 2 * d, ' ') + "for (Ix " + x + " = " + x + "0; " + x + " < " + x +
-                 "1; ++" + x + ") {\n";
-      } else {
-        // The window clipped to the padded input, whose size counts padding; then to the input.
-        s += "    const Ix " + x + "_start = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
-             c(plan.padding[d]) + ";\n    Ix " + x + "0 = " + x + "_start;\n    Ix " + x +
-             "1 = " + x + "0 + " + c(plan.kernel[d]) + " < " + sizes[d] + " + " +
-             c(plan.padding[d]) + " ? " + x + "0 + " + c(plan.kernel[d]) + " : " + sizes[d] +
-             " + " + c(plan.padding[d]) + ";\n";
-        // The window's whole length, a constant, with the elements outside the clipped one
-        // skipped: a loop the compiler unrolls, whose loads are all in flight at once.
-        loops += std::string(4 + 2 * d, ' ') + "for (Ix k" + x + " = 0; k" + x + " < " +
-                 c(plan.kernel[d]) + "; ++k" + x + ") {\n" + std::string(6 + 2 * d, ' ') +
-                 "const Ix " + x + " = " + x + "_start + k" + x + ";\n" +
-                 std::string(6 + 2 * d, ' ') + "if (" + x + " < " + x + "0 || " + x + " >= " + x +
-                 "1) continue;\n";
-      }
-      close = std::string(4 + 2 * d, ' ') + "}\n" + close;
-    }
-    std::string count = "(d1 - d0) * (h1 - h0) * (w1 - w0)";
-    if (plan.kind == "avg") {
-      s += "    const Ix padded = " + count + ";\n";
-      for (int d = 0; d < 3; ++d) {
-        const std::string x = dims[d];
-        s += "    " + x + "0 = " + x + "0 > 0 ? " + x + "0 : 0;\n    " + x + "1 = " + x + "1 < " +
-             sizes[d] + " ? " + x + "1 : " + sizes[d] + ";\n";
-      }
-      if (plan.divisor > 0) {
-        count = c(plan.divisor);
-      } else if (plan.count_include_pad) {
-        count = "padded";
-      }
-    }
-    s += loops + element + "          sum += " + plan.pooled + ";\n" + close;
-    s += "    const float pooled = sum / (float)(" + count + ");\n";
-  }
-  s += loads(plan, true, "    ");
-  for (const std::string& line : plan.after) s += "    " + line + "\n";
-  s += "    sa_store(out + row * OW + ow, " + rounded(plan.result, plan.output_dtype) +
-       ");\n    }\n";
-  return s;
+  return s +
+         (plan.kind == "adaptive_avg" ? adaptive_body(plan, element) : fixed_body(plan, element));
 }
 
 /// The outputs of a row a thread takes by default. Fixed windows (a pooling's, a filter's)
 /// overlap or abut along W, so a thread's two neighbouring outputs share the cache lines they
 /// read and one split of the index into (n, c, d, h). On an H100 (bench/synth_kernels.py
-/// --configs) two a thread were 4-16% faster than one for 2D and 3D max pooling and 1D average
-/// pooling, and within 2% of it for a 3x3 depthwise convolution. An adaptive window spans the
+/// --configs), with each output's window still read on its own, two a thread were 4-16% faster
+/// than one for 2D and 3D max pooling and 1D average pooling, and within 2% of it for a 3x3
+/// depthwise convolution. An adaptive window spans the
 /// input over the few outputs: there one output a thread, with twice the threads at work, was
 /// twice as fast as two.
 int default_outputs(const PoolPlan& plan) { return plan.kind == "adaptive_avg" ? 1 : 2; }
@@ -520,7 +575,9 @@ std::string pool_kernel_source(const PoolPlan& plan, const std::string& device) 
               "static void sa_run(" +
               kernel_params +
               ") {\n"
-              "  const int OPT = 1;\n"
+              "  const int OPT = " +
+              n(default_outputs(plan)) +
+              ";  // outputs of a row a work item\n"
               "  const Ix items = N * C * OD * OH * OWG;\n"
               "#pragma omp parallel for schedule(runtime)\n"
               "  for (Ix o = 0; o < items; ++o) {\n" +
@@ -533,7 +590,8 @@ std::string pool_kernel_source(const PoolPlan& plan, const std::string& device) 
               "  sa_apply_config();\n"
               "  const int64_t total = N * C * OD * OH * OW;\n"
               "  if (total == 0) return 0;\n"
-              "  const int64_t OWG = OW;\n" +
+              "  const int64_t OWG = (OW + " +
+              n(default_outputs(plan) - 1) + ") / " + n(default_outputs(plan)) + ";\n" +
               reach_lines +
               "  if (reach < INT32_MAX) {\n"
               "    typedef int32_t Ix;\n"

@@ -4,8 +4,9 @@
 /// activation) computed on each element its windows read, and those after it (a sigmoid, a
 /// scale) on each pooled value, in one kernel that writes each output element once. A thread
 /// takes one or a few neighbouring output elements of a row (a launch configuration) and walks
-/// their windows; neighbouring threads read neighbouring windows, which overlap in cache. The
-/// index of a thread's row is split into (n, c, d, h) by multiplications, not divisions.
+/// their windows, reading each element they share once; neighbouring threads read neighbouring
+/// windows, which overlap in cache. The index of a thread's row is split into (n, c, d, h) by
+/// multiplications, not divisions.
 ///
 /// Every tensor is indexed as (N, C, D, H, W): the pooled input's leading dims are N and C (N
 /// is 1 for an unbatched input), its spatial dims the last of D, H, W. An input is read through

@@ -50,7 +50,7 @@ TEST(SynthPoolPlan, OpsBeforeThePoolingRunOnEachElementReadAndOpsAfterOnEachOutp
   for (const char* device : {"cpu", "cuda"}) {
     const std::string source = pool_kernel_source(plan, device);
     // torch's maximum: a larger value or a NaN replaces it.
-    EXPECT_NE(source.find("if (b1 > pooled || b1 != b1) pooled = b1;"), std::string::npos);
+    EXPECT_NE(source.find("if (b1 > acc[j] || b1 != b1) acc[j] = b1;"), std::string::npos);
     EXPECT_NE(source.find("extern \"C\" int fused_pool("), std::string::npos) << device;
   }
 }
@@ -76,11 +76,14 @@ TEST(SynthPoolPlan, AnAverageCountsThePaddingOrNotAndCeilModeIsTorchs) {
   ASSERT_TRUE(plan_pool(avg(false, nullptr), &without).ok());
   ASSERT_TRUE(plan_pool(avg(false, 5), &divided).ok());
   EXPECT_TRUE(with.ceil_mode);
-  EXPECT_NE(pool_kernel_source(with, "cpu").find("sum / (float)(padded)"), std::string::npos);
-  EXPECT_NE(
-      pool_kernel_source(without, "cpu").find("sum / (float)((d1 - d0) * (h1 - h0) * (w1 - w0))"),
-      std::string::npos);
-  EXPECT_NE(pool_kernel_source(divided, "cpu").find("sum / (float)(5)"), std::string::npos);
+  // The window's size against the padded input, or clipped again to the input.
+  const std::string window = "acc[j] / (float)((d1 - d0) * (h1 - h0) * (w1 - w0))";
+  const std::string clip = "w0 = w0 > 0 ? w0 : 0;";
+  EXPECT_NE(pool_kernel_source(with, "cpu").find(window), std::string::npos);
+  EXPECT_EQ(pool_kernel_source(with, "cpu").find(clip), std::string::npos);
+  EXPECT_NE(pool_kernel_source(without, "cpu").find(window), std::string::npos);
+  EXPECT_NE(pool_kernel_source(without, "cpu").find(clip), std::string::npos);
+  EXPECT_NE(pool_kernel_source(divided, "cpu").find("acc[j] / (float)(5)"), std::string::npos);
   EXPECT_NE(pool_model_source(avg(true, nullptr), with).find("CEIL_MODE = True"),
             std::string::npos);
 }
@@ -151,10 +154,10 @@ TEST(SynthPoolPlan, ADepthwiseConvolutionIsAWindowWeightedByItsChannelsFilter) {
   EXPECT_EQ(plan.stride, (std::vector<std::int64_t>{1, 2, 2}));
   EXPECT_EQ(plan.ops, (std::vector<std::string>{"conv2d", "relu"}));
   const std::string source = pool_kernel_source(plan, "cuda");
-  EXPECT_NE(source.find("sum += in0 * sa_load(weight[((c * 1 + kd) * 3 + kh) * 3 + kw]);"),
+  EXPECT_NE(source.find("acc[j] += in0 * sa_load(weight[((c * 1 + kd) * 3 + kh) * 3 + kw]);"),
             std::string::npos)
       << source;
-  EXPECT_NE(source.find("const float pooled = sum + sa_load(bias[c]);"), std::string::npos);
+  EXPECT_NE(source.find("const float pooled = acc[j] + sa_load(bias[c]);"), std::string::npos);
   const std::string model = pool_model_source(depthwise(8, 16, true), plan);
   EXPECT_NE(model.find("fused_pool(*inputs, self.conv.weight, self.conv.bias, out,"),
             std::string::npos)

@@ -189,6 +189,9 @@ POOLINGS = {
         "                                         count_include_pad=False))", "16, 17", ""),
     "max1d_dilated_bf16": ("return F.max_pool1d(x.relu() * 0.75 + 1.0, 3, 2, 1, 2, True)", "34",
                            ", dtype=torch.bfloat16"),
+    # Padding counted in the divisor (the default), and a divisor that overrides it.
+    "avg1d_padding_counted": ("return F.avg_pool1d(x, 4, 2, 1) * 2.0", "35", ""),
+    "avg2d_divisor": ("return F.avg_pool2d(x, 3, 2, 1, divisor_override=5) - 1.0", "11, 13", ""),
     # (batch, 6, 7, 9) as one image of batch channels, 6 x 7 x 9 voxels.
     "adaptive3d_unbatched": ("return F.adaptive_avg_pool3d(x - 1.0, (2, 3, 4)) * 2.0", "7, 9",
                              ""),
@@ -200,6 +203,47 @@ def test_poolings_with_ops_around_them_are_one_kernel_that_matches_torch(agent, 
     body, sizes, dtype = POOLINGS[name]
     task = tmp_path / f"{name}.py"
     task.write_text(POOLING_TASK.format(body=body, sizes=sizes, dtype=dtype))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, result.stderr
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    assert (tmp_path / "ws" / "kernels" / "fused_pool.cpp").exists()
+
+
+DEPTHWISE_TASK = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 1, 4))
+        self.bias = nn.Parameter(torch.randn(6))
+
+    def forward(self, x):
+        return F.conv1d(x, self.weight, self.bias, stride=2, padding=3, dilation=2, groups=6)
+
+
+batch = 8
+SCALABLE_SIZES = ("batch",)
+
+
+def get_inputs():
+    return [torch.randn(batch, 6, 37)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_strided_dilated_depthwise_convolution_is_a_window_kernel_that_matches_torch(
+        agent, tmp_path):
+    # Each thread's outputs share the elements their windows read: with a stride and a dilation,
+    # an element belongs to some of them and not others.
+    task = tmp_path / "depthwise1d.py"
+    task.write_text(DEPTHWISE_TASK)
     result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
     assert result.returncode == 0, result.stderr
     assert r["correct"] and r["violations"] == [], r.get("reason")
