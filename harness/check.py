@@ -75,15 +75,24 @@ def compare_output(expected: Any, got: Any, atol: float, rtol: float,
 
     wide = torch.complex128 if expected.is_complex() else torch.float64
     # Moved, then widened: widening on the host first would move twice the bytes, slowly.
-    e, g = expected.to(device).to(wide), got.to(device).to(wide)
-    finite = torch.isfinite(e) & torch.isfinite(g)
-    same_inf = torch.isinf(e) & (g == e)
-    diff = torch.where(finite, (g - e).abs(), torch.where(same_inf, 0.0, torch.inf))
-    ok = (finite & (diff <= atol + rtol * e.abs())) | same_inf
+    expected, got = expected.to(device), got.to(device)
+    e, g = expected.to(wide), got.to(wide)
     numel = expected.numel()
+    if bool(torch.isfinite(expected).all()) and bool(torch.isfinite(got).all()):
+        # Every value finite, as nearly always: the same test in half the passes over memory.
+        diff = (g - e).abs()
+        scale = e.abs()
+        ok = diff <= scale * rtol + atol
+        max_rel = float(torch.where(scale != 0, diff / scale, 0.0).max()) if numel else 0.0
+    else:
+        finite = torch.isfinite(e) & torch.isfinite(g)
+        same_inf = torch.isinf(e) & (g == e)
+        diff = torch.where(finite, (g - e).abs(), torch.where(same_inf, 0.0, torch.inf))
+        ok = (finite & (diff <= atol + rtol * e.abs())) | same_inf
+        relative = torch.isfinite(e) & (e != 0)
+        max_rel = (float((diff[relative] / e[relative].abs()).max()) if bool(relative.any())
+                   else 0.0)
     max_abs = float(diff.max()) if numel else 0.0
-    relative = torch.isfinite(e) & (e != 0)
-    max_rel = float((diff[relative] / e[relative].abs()).max()) if bool(relative.any()) else 0.0
     mismatched = numel - int(ok.sum())
     if mismatched == 0:
         return None, max_abs, max_rel

@@ -68,6 +68,25 @@ def test_nan_and_mismatched_infinity_never_match(expected: float, got: float) ->
     assert mismatch["index"] == [1] and mismatch["mismatched"] == 1
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.complex64])
+def test_finite_outputs_are_judged_as_outputs_with_infinities_are(dtype) -> None:
+    # Outputs without a NaN or an infinity take a shorter path; one infinity that both sides
+    # share (which matches) sends the same values down the general one. Both must give the
+    # same mismatch count, first mismatch and largest differences.
+    torch.manual_seed(2)
+    expected = torch.randn(4096).to(dtype) * 3
+    expected[:64] = 0  # no relative difference where the expected value is zero
+    got = expected + (torch.randn(4096) * 0.02).to(dtype)
+    shared_inf = torch.tensor([float("inf")]).to(dtype)
+    fast = check.compare_output(expected, got, ATOL, RTOL)
+    general = check.compare_output(torch.cat([expected, shared_inf]), torch.cat([got, shared_inf]),
+                                   ATOL, RTOL)
+    assert fast[0] is not None and general[0] is not None
+    assert fast[0]["mismatched"] == general[0]["mismatched"] > 0
+    assert fast[0]["index"] == general[0]["index"]
+    assert fast[1:] == general[1:]
+
+
 def test_same_infinity_matches() -> None:
     e = torch.tensor([float("inf"), float("-inf"), 2.0])
     result = compare([[e]], [[e.clone()]])
