@@ -38,6 +38,7 @@ _PF_EXITING = 0x4  # a task flag in field 9 of /proc/.../stat: the thread is in 
 
 SETTLE_S = 0.002            # how long threads are watched after a call returns
 BUSY_NS = 200_000           # CPU time after the return that makes a thread a working one
+LOADED_S = 0.05             # how long a thread runnable throughout SETTLE_S is watched further
 
 
 def _resolve(name: str) -> Any:
@@ -236,15 +237,36 @@ class Watch:
             cpu_ns, running, _ = now[tid]
             busy = cpu_ns - cpu_before
             # Runnable at both ends but never on a CPU in between is waiting for one (a loaded
-            # machine), not working.
-            if busy > BUSY_NS or (running and running_before and busy > 0):
+            # machine), not working. Runnable at both ends with a little time on a CPU may be
+            # a worker that got a CPU late and is still on its way back to sleep: it is watched
+            # until it sleeps.
+            working, watched_s = busy > BUSY_NS, SETTLE_S
+            if not working and running and running_before and busy > 0:
+                working, busy, watched_s = self._works_on(tid, cpu_before, busy)
+            if working:
                 self._violate("background_thread",
                               f"thread {tid} ({_thread_name(tid)}) kept running {after} "
-                              f"({busy / 1e6:.2f} ms on a CPU in the {SETTLE_S * 1e3:.0f} ms "
+                              f"({busy / 1e6:.2f} ms on a CPU in the {watched_s * 1e3:.0f} ms "
                               "after the return): work must be "
                               "finished when ModelNew.forward returns")
                 return
         self._native_threads = set(now) | {me}
+
+    def _works_on(self, tid: int, cpu_before: int, busy: int) -> tuple[bool, int, float]:
+        """Whether thread tid, runnable at both ends of the window with a little time on a CPU
+        in it, is working: it spends more than BUSY_NS since the return, stays runnable for
+        LOADED_S more, or ends having been started by the call. A worker that got a CPU late
+        and goes back to sleep is not. Also its CPU time since the return, and the seconds
+        watched."""
+        began = time.monotonic() - SETTLE_S
+        while time.monotonic() - began < SETTLE_S + LOADED_S:
+            time.sleep(SETTLE_S)
+            if tid not in _tids():
+                return tid not in self._native_threads, busy, time.monotonic() - began
+            busy = _cpu_ns(tid) - cpu_before
+            if busy > BUSY_NS or not _state(tid)[0]:
+                return busy > BUSY_NS, busy, time.monotonic() - began
+        return True, busy, time.monotonic() - began
 
     def _check_attributes(self, after: str) -> None:
         for name, owner, saved in self._snapshot:

@@ -297,6 +297,48 @@ def test_a_thread_already_exiting_at_the_return_is_not_work(watched) -> None:
     assert [v["rule"] for v in violations] == ["background_thread"]
 
 
+def scripted_thread(monkeypatch, samples: list[tuple[int, bool]], started_by_call=False):
+    """A native thread whose CPU time (ns since the return) and runnable state the watch reads
+    from samples, one per look after the window's end (the last repeats); None: it has ended."""
+    tid = max(watch._tids()) + 1_000_000
+    looks = iter(samples)
+    current = [next(looks)]
+
+    def advance() -> None:
+        current[0] = next(looks, current[0])
+
+    real_tids = watch._tids
+    monkeypatch.setattr(watch, "_tids", lambda: real_tids() | ({tid} if current[0] else set()))
+    monkeypatch.setattr(watch, "_cpu_ns", lambda t: 1_000 + current[0][0] if t == tid else 0)
+
+    def state(t: int) -> tuple[bool, bool]:
+        if t != tid:
+            return False, False
+        running = current[0][1]
+        advance()  # the watch reads the CPU time, then the state: the next look is later
+        return running, False
+
+    monkeypatch.setattr(watch, "_state", state)
+    return tid
+
+
+@pytest.mark.parametrize("later,working", [
+    ([(15_000, True), (20_000, False)], False),  # got a CPU late, then went back to sleep
+    ([(15_000, True)], True),                     # runnable throughout the longer watch
+    ([(15_000, True), (900_000, True)], True),    # on a CPU, working, once it got one
+    ([(15_000, True), None], True),               # started by the call, then ended
+])
+def test_a_thread_runnable_at_both_ends_of_a_loaded_window_is_watched_until_it_sleeps(
+        watched, monkeypatch, later, working) -> None:
+    # At the return it is waiting for a CPU; 2 ms later it has had 10 us of one and is runnable
+    # again (a worker on its way back to sleep on a loaded machine, or one doing the work).
+    w, violations = watched
+    tid = scripted_thread(monkeypatch, [(10_000, True), *later])
+    w._at_return = {tid: (1_000, True, False)}
+    w.check_threads_idle("after the call")
+    assert [v["rule"] for v in violations] == (["background_thread"] if working else [])
+
+
 PROFILED_CALL = """
 import os, sys, torch
 sys.path.insert(0, {harness!r})
