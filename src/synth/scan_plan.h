@@ -1,15 +1,17 @@
-/// The synthesizer's plan for a cumulative sum: torch.cumsum along one dim, with the
-/// elementwise ops before it (on each element it reads) and after it (on each running sum) in
-/// one kernel that reads and writes each element once. Positions along the scanned dim
-/// (torch.arange over it, a running mean's counts) are the kernel's own index, not a tensor.
+/// The synthesizer's plan for a cumulative sum or product: torch.cumsum or torch.cumprod along
+/// one dim, with the elementwise ops before it (on each element it reads) and after it (on each
+/// running value) in one kernel that reads and writes each element once. Positions along the
+/// scanned dim (torch.arange over it, a running mean's counts) are the kernel's own index, not a
+/// tensor.
 ///
 /// The iteration space is the scanned shape F, padded on the left to 6 dims; a row is one
 /// position of every dim but the scanned one. On CUDA a block takes a row, in tiles of blockDim
-/// x 4 elements: each thread scans its 4 neighbouring elements, the block scans the threads'
-/// totals (warp shuffles, then across warps through shared memory), and a carry takes each
-/// tile's total to the next. On the CPU each thread takes whole rows. Every input is read
-/// through 6 strides that model_new.py computes from the tensors at run time (0 along a
-/// broadcast dim), so one kernel serves any size and any strided view.
+/// x V elements: each warp reads its 32 x V part striped into shared memory, each thread scans
+/// V neighbouring elements, the block scans the threads' totals (warp shuffles, then across
+/// warps through shared memory), and a carry takes each tile's total to the next. On the CPU
+/// each thread takes whole rows. Every input is read through 6 strides that model_new.py
+/// computes from the tensors at run time (0 along a broadcast dim), so one kernel serves any
+/// size and any strided view.
 #pragma once
 
 #include <string>
@@ -25,9 +27,10 @@ namespace cuda_agent::synth {
 struct ScanPlan {
   int rank = 0;                      // of F
   int axis = 0;                      // the scanned dim of F
+  bool product = false;              // cumprod: the running value is a product, not a sum
   std::vector<ElementInput> inputs;  // in kernel argument order, read as in0, in1, ...
   std::vector<std::string> before;   // per element read: "const float bK = ...;"
-  std::string scanned;               // the variable of the cumulative sum's operand
+  std::string scanned;               // the variable of the scan's operand
   std::vector<std::string> after;    // per element written: "const float aK = ...;"
   std::string result;                // the variable stored
   std::string output_dtype = "float32";

@@ -46,6 +46,26 @@ TEST(SynthScanPlan, ARunningMeanIsOneScanWithItsCountsAsPositions) {
   EXPECT_NE(scan_kernel_source(plan, "cuda").find("__shfl_up_sync"), std::string::npos);
 }
 
+TEST(SynthScanPlan, ACumulativeProductIsTheSameScanWithProductsFromOne) {
+  Graph g = read(graph({tensor_input("x", "input", {4, 50, 6})},
+                       {node("cumprod", "aten.cumprod.default", {ref("x"), 1}, {4, 50, 6})},
+                       {"cumprod"}));
+  ScanPlan plan;
+  Status s = plan_scan(g, &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(plan.product);
+  EXPECT_EQ(plan.ops, (std::vector<std::string>{"cumprod"}));
+  for (const char* device : {"cpu", "cuda"}) {
+    const std::string source = scan_kernel_source(plan, device);
+    EXPECT_NE(source.find("{ return a * b; }"), std::string::npos) << device;
+    EXPECT_NE(source.find("#define SA_IDENTITY 1.0f"), std::string::npos) << device;
+  }
+  ScanPlan sum;
+  ASSERT_TRUE(plan_scan(read(running_mean(8, 100)), &sum).ok());
+  EXPECT_FALSE(sum.product);
+  EXPECT_NE(scan_kernel_source(sum, "cuda").find("{ return a + b; }"), std::string::npos);
+}
+
 TEST(SynthScanPlan, ThePlanDoesNotDependOnTheSizes) {
   ScanPlan a, b;
   ASSERT_TRUE(plan_scan(read(running_mean(8, 100)), &a).ok());

@@ -250,6 +250,44 @@ def test_a_strided_dilated_depthwise_convolution_is_a_window_kernel_that_matches
     assert (tmp_path / "ws" / "kernels" / "fused_pool.cpp").exists()
 
 
+CUMPROD_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.tanh(torch.cumprod(1.0 + 0.05 * x, dim={dim}) - 1.0)
+
+
+batch = 16
+SCALABLE_SIZES = ("batch",)
+
+
+def get_inputs():
+    return [torch.randn(batch, 300, 5)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("dim", [1, -1])
+def test_a_cumulative_product_is_one_scan_kernel_that_matches_torch(agent, tmp_path, dim):
+    # Along a middle dim (300 long, a stride of 5) and along the last (5 long), with ops before
+    # and after it.
+    task = tmp_path / "cumprod.py"
+    task.write_text(CUMPROD_TASK.format(dim=dim))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, result.stderr
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    assert (tmp_path / "ws" / "kernels" / "fused_scan.cpp").exists()
+
+
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")
