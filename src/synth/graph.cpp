@@ -35,7 +35,7 @@ const std::unordered_map<std::string, OpClass>& op_classes() {
     add(OpClass::kGemm, {"linear", "matmul", "mm", "bmm", "addmm", "baddbmm"});
     add(OpClass::kConvolution, {"conv1d", "conv2d", "conv3d", "convolution", "conv_transpose1d",
                                 "conv_transpose2d", "conv_transpose3d"});
-    add(OpClass::kScan, {"cumsum", "cumprod", "arange"});
+    add(OpClass::kScan, {"cumsum", "cumprod", "arange", "flip"});
     add(OpClass::kPooling,
         {"max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
          "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"});

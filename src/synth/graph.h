@@ -22,7 +22,7 @@ enum class OpClass {
   kGemm,           // linear, matmul, mm, bmm, addmm, baddbmm
   kConvolution,    // conv1d/2d/3d and transposed convolutions (cuDNN)
   kPooling,        // max, average and adaptive average pooling
-  kScan,           // cumsum, cumprod, and arange: positions along the scanned dim
+  kScan,           // cumsum, cumprod; arange (positions along the scanned dim), flip
   kLayout,         // views and data movement: view, reshape, transpose, permute, getitem, ...
   kUnsupported,
 };

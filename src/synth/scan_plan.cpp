@@ -1,5 +1,6 @@
 #include "synth/scan_plan.h"
 
+#include <algorithm>
 #include <set>
 
 #include "synth/expression.h"
@@ -33,6 +34,23 @@ std::string position(const Graph& graph, const Op& op, const ScanPlan& plan,
   const std::string at = position_expression(op, exact);
   if (at.empty()) problems->push_back(op.target + " with a start or step that is no number");
   return at;
+}
+
+/// How many ops read value, and whether the graph returns it.
+int uses(const Graph& graph, int value) {
+  int count = 0;
+  for (const Op& op : graph.ops) count += std::count(op.inputs.begin(), op.inputs.end(), value);
+  return count + static_cast<int>(std::count(graph.outputs.begin(), graph.outputs.end(), value));
+}
+
+/// Whether the flip op reverses only dim `axis` of a rank-`rank` tensor.
+bool flips_only(const Op& op, int axis, int rank) {
+  const json& dims = argument(op, 1, "dims");
+  if (!dims.is_array() || dims.empty()) return false;
+  for (const json& d : dims) {
+    if (!d.is_number_integer() || (d.get<std::int64_t>() + rank) % rank != axis) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -69,6 +87,27 @@ Status plan_scan(const Graph& graph, ScanPlan* plan) {
   p.rank = static_cast<int>(p.shape.size());
   p.axis = static_cast<int>((dim.get<std::int64_t>() + p.rank) % p.rank);
 
+  // A reverse scan: the scan's operand a flip along its dim that only the scan reads, and its
+  // result read only by a flip back. Ops before the first flip and after the second see each
+  // element where it lies; the kernel walks each row from its end.
+  int flip_in = -1, flip_out = -1;
+  for (std::size_t k = 0; k < graph.ops.size(); ++k) {
+    const Op& other = graph.ops[k];
+    if (other.name != "flip") continue;
+    const bool in = other.value == op.inputs[0] && uses(graph, other.value) == 1;
+    const bool out =
+        !other.inputs.empty() && other.inputs[0] == op.value && uses(graph, op.value) == 1;
+    if (!flips_only(other, p.axis, p.rank) || (!in && !out) || (in ? flip_in : flip_out) >= 0) {
+      problems.push_back(other.target + " is not one of a flip and a flip back along the scan");
+      continue;
+    }
+    (in ? flip_in : flip_out) = static_cast<int>(k);
+  }
+  if ((flip_in >= 0) != (flip_out >= 0)) {
+    problems.push_back("it flips the scan's " + std::string(flip_in >= 0 ? "operand" : "result") +
+                       " and not the other");
+  }
+  p.reverse = flip_in >= 0 && flip_out >= 0;
   ElementLines before(graph, {&p.inputs, &p.before, &p.ops, "b", false, "scan"}, &problems);
   ElementLines after(graph, {&p.inputs, &p.after, &p.ops, "a", true, "scan"}, &problems);
   const std::set<int> leading = ancestors(graph, op.inputs[0]);
@@ -78,6 +117,13 @@ Status plan_scan(const Graph& graph, ScanPlan* plan) {
       if (!before.operand(op.inputs[0], p.shape, &p.scanned)) break;
       after.define(op.value, "scanned", false);  // combined in another order than torch's
       p.ops.push_back(op.name);
+    } else if (other.name == "flip") {
+      // A flip is where the kernel walks from, not a pass of its own: its value is its operand's.
+      ElementLines& side = static_cast<int>(k) < scan ? before : after;
+      std::string variable;
+      if (!problems.empty() || !side.operand(other.inputs[0], p.shape, &variable)) break;
+      side.define(other.value, variable, side.exact(other.inputs[0]));
+      p.ops.push_back(other.name);
     } else if (other.name == "arange") {
       bool exact = true;
       const std::string at = position(graph, other, p, &problems, &exact);
@@ -205,7 +251,10 @@ std::string scan_kernel_source(const ScanPlan& plan, const std::string& device) 
       (plan.product ? "SA_FN float sa_combine(float a, float b) { return a * b; }\n"
                       "#define SA_IDENTITY 1.0f\n"
                     : "SA_FN float sa_combine(float a, float b) { return a + b; }\n"
-                      "#define SA_IDENTITY 0.0f\n");
+                      "#define SA_IDENTITY 0.0f\n") +
+      // Where the kl-th element of a row's scan lies along it.
+      (plan.reverse ? "#define SA_AT(kl) (R - 1 - (kl))  // a reverse scan: from the row's end\n"
+                    : "#define SA_AT(kl) (kl)\n");
   if (!cuda) {
     return source + "#include <omp.h>\n\n#define SA_FN static inline\n" + helpers +
            cpu_config_source("fused_scan") + "typedef int64_t Ix;\n\n" +
@@ -220,7 +269,8 @@ std::string scan_kernel_source(const ScanPlan& plan, const std::string& device) 
            "  for (Ix r = 0; r < total / R; ++r) {\n" +
            row_base(plan, axis, "    ") +
            "    float carry = SA_IDENTITY;\n"
-           "    for (Ix k = 0; k < R; ++k) {\n" +
+           "    for (Ix kl = 0; kl < R; ++kl) {\n"
+           "      const Ix k = SA_AT(kl);\n" +
            loads(plan, false, axis, "      ") + lines(plan.before, "      ") +
            "      carry = sa_combine(carry, " + plan.scanned +
            ");\n      const float scanned = carry;\n" + loads(plan, true, axis, "      ") +
@@ -258,9 +308,10 @@ std::string scan_kernel_source(const ScanPlan& plan, const std::string& device) 
          "      const Ix first = start + (Ix)warp * 32 * V;  // the warp's part's first element\n"
          "#pragma unroll\n"
          "      for (int q = 0; q < V; ++q) {\n"
-         "        const Ix k = first + q * 32 + lane;\n"
+         "        const Ix kl = first + q * 32 + lane;\n"
          "        float value = SA_IDENTITY;\n"
-         "        if (k < R) {\n" +
+         "        if (kl < R) {\n"
+         "          const Ix k = SA_AT(kl);\n" +
          loads(plan, false, axis, "          ") + lines(plan.before, "          ") +
          "          value = " + plan.scanned +
          ";\n"
@@ -301,8 +352,9 @@ std::string scan_kernel_source(const ScanPlan& plan, const std::string& device) 
          "      __syncwarp();\n"
          "#pragma unroll\n"
          "      for (int q = 0; q < V; ++q) {\n"
-         "        const Ix k = first + q * 32 + lane;\n"
-         "        if (k >= R) break;\n"
+         "        const Ix kl = first + q * 32 + lane;\n"
+         "        if (kl >= R) break;\n"
+         "        const Ix k = SA_AT(kl);\n"
          "        const float scanned = part[sa_padded(q * 32 + lane)];\n" +
          loads(plan, true, axis, "        ") + lines(plan.after, "        ") + "        " + store +
          "      }\n"

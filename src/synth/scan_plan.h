@@ -2,7 +2,8 @@
 /// one dim, with the elementwise ops before it (on each element it reads) and after it (on each
 /// running value) in one kernel that reads and writes each element once. Positions along the
 /// scanned dim (torch.arange over it, a running mean's counts) are the kernel's own index, not a
-/// tensor.
+/// tensor. A scan of a flip whose result is flipped back along the same dim (a reverse cumulative
+/// sum) scans each row from its end, and neither flip is a pass over memory.
 ///
 /// The iteration space is the scanned shape F, padded on the left to 6 dims; a row is one
 /// position of every dim but the scanned one. On CUDA a block takes a row, in tiles of blockDim
@@ -25,9 +26,10 @@
 namespace cuda_agent::synth {
 
 struct ScanPlan {
-  int rank = 0;                      // of F
-  int axis = 0;                      // the scanned dim of F
-  bool product = false;              // cumprod: the running value is a product, not a sum
+  int rank = 0;          // of F
+  int axis = 0;          // the scanned dim of F
+  bool product = false;  // cumprod: the running value is a product, not a sum
+  bool reverse = false;  // flip, scan, flip along the dim: each row scanned from its end
   std::vector<ElementInput> inputs;  // in kernel argument order, read as in0, in1, ...
   std::vector<std::string> before;   // per element read: "const float bK = ...;"
   std::string scanned;               // the variable of the scan's operand

@@ -66,6 +66,37 @@ TEST(SynthScanPlan, ACumulativeProductIsTheSameScanWithProductsFromOne) {
   EXPECT_NE(scan_kernel_source(sum, "cuda").find("{ return a + b; }"), std::string::npos);
 }
 
+/// cumsum(flip(x, flip_dims), 1), flipped back along back_dims (none: not flipped back).
+json flipped_scan(json flip_dims, json back_dims) {
+  std::vector<json> ops = {node("flip", "aten.flip.default", {ref("x"), flip_dims}, {4, 50, 6}),
+                           node("cumsum", "aten.cumsum.default", {ref("flip"), 1}, {4, 50, 6})};
+  if (!back_dims.is_null()) {
+    ops.push_back(node("back", "aten.flip.default", {ref("cumsum"), back_dims}, {4, 50, 6}));
+  }
+  return graph({tensor_input("x", "input", {4, 50, 6})}, ops,
+               {back_dims.is_null() ? "cumsum" : "back"});
+}
+
+TEST(SynthScanPlan, AScanBetweenAFlipAndAFlipBackWalksEachRowFromItsEnd) {
+  ScanPlan plan;
+  Status s = plan_scan(read(flipped_scan({1}, {-2})), &plan);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(plan.reverse);
+  EXPECT_EQ(plan.ops, (std::vector<std::string>{"flip", "cumsum", "flip"}));
+  EXPECT_EQ(plan.inputs.size(), 1u);  // x, read where it lies: the flips are no passes
+  for (const char* device : {"cpu", "cuda"}) {
+    EXPECT_NE(scan_kernel_source(plan, device).find("#define SA_AT(kl) (R - 1 - (kl))"),
+              std::string::npos);
+  }
+  // Not flipped back, flipped back along another dim, or flipped along two: no plan.
+  for (const json& g :
+       {flipped_scan({1}, nullptr), flipped_scan({1}, {2}), flipped_scan({1, 2}, {1, 2})}) {
+    s = plan_scan(read(g), &plan);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("flip"), std::string::npos) << s.message();
+  }
+}
+
 TEST(SynthScanPlan, ThePlanDoesNotDependOnTheSizes) {
   ScanPlan a, b;
   ASSERT_TRUE(plan_scan(read(running_mean(8, 100)), &a).ok());

@@ -288,6 +288,54 @@ def test_a_cumulative_product_is_one_scan_kernel_that_matches_torch(agent, tmp_p
     assert (tmp_path / "ws" / "kernels" / "fused_scan.cpp").exists()
 
 
+REVERSE_SCAN_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.rand({length}) + 0.5)
+
+    def forward(self, x):
+        {body}
+
+
+batch = 16
+SCALABLE_SIZES = ("batch",)
+
+
+def get_inputs():
+    return [torch.randn(batch, {sizes})]
+
+
+def get_init_inputs():
+    return []
+"""
+
+# Sums from each element to its row's end: a weight that varies along the row before the flips
+# and positions after them, where each element lies; and along a middle dim.
+REVERSE_SCANS = {
+    "weighted_tail_mean": (
+        "y = torch.cumsum((x * self.w).flip(-1), dim=-1).flip(-1)\n"
+        "        return y / torch.arange(1, x.shape[-1] + 1, dtype=x.dtype)", "300", "300"),
+    "middle_dim": ("return torch.cumsum(x.flip(1), 1).flip(1) * 0.5", "300, 5", "1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REVERSE_SCANS))
+def test_a_reverse_cumulative_sum_is_one_scan_from_each_rows_end(agent, tmp_path, name):
+    body, sizes, length = REVERSE_SCANS[name]
+    task = tmp_path / f"{name}.py"
+    task.write_text(REVERSE_SCAN_TASK.format(body=body, sizes=sizes, length=length))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, result.stderr
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    source = (tmp_path / "ws" / "kernels" / "fused_scan.cpp").read_text()
+    assert "#define SA_AT(kl) (R - 1 - (kl))" in source
+
+
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")
