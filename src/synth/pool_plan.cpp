@@ -352,14 +352,9 @@ std::string fixed_body(const PoolPlan& plan, const std::string& element) {
        stride +
        ";  // from output j's window's first element\n"
        "            if (at < 0 || at % " +
-       dilation + " != 0 || at / " + dilation + " >= " + c(plan.kernel[2]) +
-       ") continue;\n"
-       "            const int kw = at / " +
-       dilation +
-       ";\n"
-       "            (void)kw;\n"
-       "            " +
-       take + "\n          }\n        }\n" + close;
+       dilation + " != 0 || at / " + dilation + " >= " + c(plan.kernel[2]) + ") continue;\n" +
+       (plan.kind == "depthwise" ? "            const int kw = at / " + dilation + ";\n" : "") +
+       "            " + take + "\n          }\n        }\n" + close;
   s += "#pragma unroll\n"
        "    for (int j = 0; j < OPT; ++j) {\n"
        "      const Ix ow = ow0 + j;\n"
