@@ -21,12 +21,19 @@ def optimize(agent, task: Path, workspace: Path, *extra: str):
     return result, record
 
 
+def why(result, record: dict) -> str:
+    """What a failed optimize said: its progress lines, then the verdict's reason and
+    violations (a flaky failure is then explained by its first occurrence)."""
+    return (f"{result.stderr}\nreason: {record.get('reason')}\n"
+            f"violations: {json.dumps(record.get('violations'))}")
+
+
 def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_the_winner(
         agent, tmp_path):
     agent = CudaAgent(agent.binary, tmp_path)  # a tuning database of its own
     result, r = optimize(agent, AFFINE_CHAIN, tmp_path / "ws", "--shrink", "64",
                          "--trajectory", str(tmp_path / "episodes.jsonl"))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["reward"] >= 1 and r["violations"] == []
     assert r["settings"]["task_sizes"] == {"rows": [32768, 512]}
     kernel = (tmp_path / "ws" / "kernels" / "fused_elementwise.cpp").read_text()
@@ -68,7 +75,7 @@ def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_
 
     before = evaluations()
     result, again = optimize(agent, AFFINE_CHAIN, tmp_path / "ws2", "--shrink", "64")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, why(result, again)
     assert again["tuning"]["from_database"] is True
     assert again["tuning"]["config"] == tuning["config"] and "tried" not in again["tuning"]
     # It started from the winner: one evaluation, the winner's.
@@ -120,7 +127,7 @@ def test_per_channel_broadcast_at_two_unrelated_shapes(agent, tmp_path):
     for k, shape in enumerate([(4, 16, 32, 32), (3, 7, 13, 5)]):
         task = per_channel_task(tmp_path / f"task{k}", *shape)
         result, r = optimize(agent, task, tmp_path / f"ws{k}", "--stage", "verify")
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 0, why(result, r)
         assert r["correct"] and r["violations"] == [], (shape, r.get("reason"))
 
 
@@ -149,7 +156,7 @@ def test_the_variance_of_values_far_from_zero_keeps_its_precision(agent, tmp_pat
     task = tmp_path / "far_from_zero.py"
     task.write_text(FAR_FROM_ZERO)
     result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
     assert "sa_moment(" in (tmp_path / "ws" / "kernels" / "fused_rows.cpp").read_text()
 
@@ -204,7 +211,7 @@ def test_poolings_with_ops_around_them_are_one_kernel_that_matches_torch(agent, 
     task = tmp_path / f"{name}.py"
     task.write_text(POOLING_TASK.format(body=body, sizes=sizes, dtype=dtype))
     result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
     assert (tmp_path / "ws" / "kernels" / "fused_pool.cpp").exists()
 
@@ -245,7 +252,7 @@ def test_a_strided_dilated_depthwise_convolution_is_a_window_kernel_that_matches
     task = tmp_path / "depthwise1d.py"
     task.write_text(DEPTHWISE_TASK)
     result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
     assert (tmp_path / "ws" / "kernels" / "fused_pool.cpp").exists()
 
@@ -283,7 +290,7 @@ def test_a_cumulative_product_is_one_scan_kernel_that_matches_torch(agent, tmp_p
     task = tmp_path / "cumprod.py"
     task.write_text(CUMPROD_TASK.format(dim=dim))
     result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
     assert (tmp_path / "ws" / "kernels" / "fused_scan.cpp").exists()
 
@@ -330,7 +337,7 @@ def test_a_reverse_cumulative_sum_is_one_scan_from_each_rows_end(agent, tmp_path
     task = tmp_path / f"{name}.py"
     task.write_text(REVERSE_SCAN_TASK.format(body=body, sizes=sizes, length=length))
     result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
     source = (tmp_path / "ws" / "kernels" / "fused_scan.cpp").read_text()
     assert "#define SA_AT(kl) (R - 1 - (kl))" in source
@@ -414,6 +421,6 @@ def row_and_rewrite_results(agent, tmp_path_factory):
                          ids=[Path(t).stem for t, _, _ in ROW_AND_REWRITE_TASKS])
 def test_row_and_rewritten_tasks_pass_verification(row_and_rewrite_results, task, shrink, kernel):
     ws, result, r = row_and_rewrite_results[task]
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
     assert (ws / "kernels" / f"{kernel}.cpp").exists()
