@@ -303,9 +303,9 @@ std::string adaptive_body(const PoolPlan& plan, const std::string& element) {
 /// a constant). Each output's elements are taken in the order its own window walk would.
 std::string fixed_body(const PoolPlan& plan, const std::string& element) {
   const auto c = [](std::int64_t v) { return std::to_string(v); };
-  const char* dims[2] = {"d", "h"};
-  const char* outs[2] = {"od", "oh"};
-  const char* sizes[2] = {"ID", "IH"};
+  const char* dims[3] = {"d", "h", "w"};
+  const char* outs[3] = {"od", "oh", "ow"};
+  const char* sizes[3] = {"ID", "IH", "IW"};
   const bool max = plan.kind == "max";
   std::string s = "    float acc[OPT];  // each output's " + std::string(max ? "maximum" : "sum") +
                   " so far\n"
@@ -313,7 +313,7 @@ std::string fixed_body(const PoolPlan& plan, const std::string& element) {
                   "    for (int j = 0; j < OPT; ++j) acc[j] = " +
                   (max ? "-INFINITY" : "0.0f") + ";\n";
   std::string loops, close;
-  for (int d = 0; d < 2; ++d) {
+  for (int d = 0; d < 2; ++d) {  // D and H; W is the span's
     const std::string x = dims[d];
     s += "    const Ix " + x + "_start = " + outs[d] + " * " + c(plan.stride[d]) + " - " +
          c(plan.padding[d]) + ";\n";
@@ -369,21 +369,18 @@ std::string fixed_body(const PoolPlan& plan, const std::string& element) {
     // counts padding), or that clipped again to the input.
     std::string count = c(plan.divisor);
     if (plan.divisor <= 0) {
-      const char* all[3] = {"d", "h", "w"};
-      const char* all_outs[3] = {"od", "oh", "ow"};
-      const char* all_sizes[3] = {"ID", "IH", "IW"};
       for (int d = 0; d < 3; ++d) {
-        const std::string x = all[d], in = all_sizes[d], pad = c(plan.padding[d]);
-        s += "      Ix " + x + "0 = " + all_outs[d] + " * " + c(plan.stride[d]) + " - " + pad +
+        const std::string x = dims[d], in = sizes[d], pad = c(plan.padding[d]);
+        s += "      Ix " + x + "0 = " + outs[d] + " * " + c(plan.stride[d]) + " - " + pad +
              ";\n      Ix " + x + "1 = " + x + "0 + " + c(plan.kernel[d]) + " < " + in + " + " +
              pad + " ? " + x + "0 + " + c(plan.kernel[d]) + " : " + in + " + " + pad + ";\n";
       }
       count = "(d1 - d0) * (h1 - h0) * (w1 - w0)";
       if (!plan.count_include_pad) {
         for (int d = 0; d < 3; ++d) {
-          const std::string x = all[d];
+          const std::string x = dims[d];
           s += "      " + x + "0 = " + x + "0 > 0 ? " + x + "0 : 0;\n      " + x + "1 = " + x +
-               "1 < " + all_sizes[d] + " ? " + x + "1 : " + all_sizes[d] + ";\n";
+               "1 < " + sizes[d] + " ? " + x + "1 : " + sizes[d] + ";\n";
         }
       }
     }
@@ -413,9 +410,8 @@ std::string body(const PoolPlan& plan) {
 /// read and one split of the index into (n, c, d, h). On an H100 (bench/synth_kernels.py
 /// --configs), with each output's window still read on its own, two a thread were 4-16% faster
 /// than one for 2D and 3D max pooling and 1D average pooling, and within 2% of it for a 3x3
-/// depthwise convolution. An adaptive window spans the
-/// input over the few outputs: there one output a thread, with twice the threads at work, was
-/// twice as fast as two.
+/// depthwise convolution. An adaptive window spans the input over the few outputs: there one
+/// output a thread, with twice the threads at work, was twice as fast as two.
 int default_outputs(const PoolPlan& plan) { return plan.kind == "adaptive_avg" ? 1 : 2; }
 
 }  // namespace

@@ -161,7 +161,7 @@ def test_the_variance_of_values_far_from_zero_keeps_its_precision(agent, tmp_pat
     assert "sa_moment(" in (tmp_path / "ws" / "kernels" / "fused_rows.cpp").read_text()
 
 
-POOLING_TASK = """
+SMALL_TASK = """
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -170,23 +170,37 @@ import torch.nn.functional as F
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.scale = nn.Parameter(torch.rand(6, 1, 1) + 0.5)
-
+{parameters}
     def forward(self, x):
         {body}
 
 
-batch = 24
+batch = {batch}
 SCALABLE_SIZES = ("batch",)
 
 
 def get_inputs():
-    return [torch.randn(batch, 6, {sizes}{dtype})]
+    return [{inputs}]
 
 
 def get_init_inputs():
     return []
 """
+
+
+def verified_kernel(agent, tmp_path, name: str, kernel: str, body: str, inputs: str,
+                    parameters: str = "", batch: int = 16) -> str:
+    """The source of kernels/KERNEL.cpp that optimize wrote for a task of one input x (made by
+    `inputs` from `batch`, its scalable size), Model's `parameters` (lines of __init__) and
+    forward's `body`, once the candidate passed verification."""
+    task = tmp_path / f"{name}.py"
+    task.write_text(SMALL_TASK.format(parameters=parameters, body=body, batch=batch,
+                                      inputs=inputs))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, why(result, r)
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    return (tmp_path / "ws" / "kernels" / f"{kernel}.cpp").read_text()
+
 
 # Windows that overhang the input (ceil_mode), padding left out of the average, dilation, an
 # unbatched input and a 16-bit one, each with ops fused before and after the pooling.
@@ -208,118 +222,31 @@ POOLINGS = {
 @pytest.mark.parametrize("name", sorted(POOLINGS))
 def test_poolings_with_ops_around_them_are_one_kernel_that_matches_torch(agent, tmp_path, name):
     body, sizes, dtype = POOLINGS[name]
-    task = tmp_path / f"{name}.py"
-    task.write_text(POOLING_TASK.format(body=body, sizes=sizes, dtype=dtype))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
-    assert (tmp_path / "ws" / "kernels" / "fused_pool.cpp").exists()
-
-
-DEPTHWISE_TASK = """
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(6, 1, 4))
-        self.bias = nn.Parameter(torch.randn(6))
-
-    def forward(self, x):
-        return F.conv1d(x, self.weight, self.bias, stride=2, padding=3, dilation=2, groups=6)
-
-
-batch = 8
-SCALABLE_SIZES = ("batch",)
-
-
-def get_inputs():
-    return [torch.randn(batch, 6, 37)]
-
-
-def get_init_inputs():
-    return []
-"""
+    verified_kernel(agent, tmp_path, name, "fused_pool", body,
+                    f"torch.randn(batch, 6, {sizes}{dtype})",
+                    "        self.scale = nn.Parameter(torch.rand(6, 1, 1) + 0.5)\n", batch=24)
 
 
 def test_a_strided_dilated_depthwise_convolution_is_a_window_kernel_that_matches_torch(
         agent, tmp_path):
     # Each thread's outputs share the elements their windows read: with a stride and a dilation,
     # an element belongs to some of them and not others.
-    task = tmp_path / "depthwise1d.py"
-    task.write_text(DEPTHWISE_TASK)
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
-    assert (tmp_path / "ws" / "kernels" / "fused_pool.cpp").exists()
-
-
-CUMPROD_TASK = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return torch.tanh(torch.cumprod(1.0 + 0.05 * x, dim={dim}) - 1.0)
-
-
-batch = 16
-SCALABLE_SIZES = ("batch",)
-
-
-def get_inputs():
-    return [torch.randn(batch, 300, 5)]
-
-
-def get_init_inputs():
-    return []
-"""
+    verified_kernel(
+        agent, tmp_path, "depthwise1d", "fused_pool",
+        "return F.conv1d(x, self.weight, self.bias, stride=2, padding=3, dilation=2, groups=6)",
+        "torch.randn(batch, 6, 37)",
+        "        self.weight = nn.Parameter(torch.randn(6, 1, 4))\n"
+        "        self.bias = nn.Parameter(torch.randn(6))\n", batch=8)
 
 
 @pytest.mark.parametrize("dim", [1, -1])
 def test_a_cumulative_product_is_one_scan_kernel_that_matches_torch(agent, tmp_path, dim):
     # Along a middle dim (300 long, a stride of 5) and along the last (5 long), with ops before
     # and after it.
-    task = tmp_path / "cumprod.py"
-    task.write_text(CUMPROD_TASK.format(dim=dim))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
-    assert (tmp_path / "ws" / "kernels" / "fused_scan.cpp").exists()
+    verified_kernel(agent, tmp_path, "cumprod", "fused_scan",
+                    f"return torch.tanh(torch.cumprod(1.0 + 0.05 * x, dim={dim}) - 1.0)",
+                    "torch.randn(batch, 300, 5)")
 
-
-REVERSE_SCAN_TASK = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.rand({length}) + 0.5)
-
-    def forward(self, x):
-        {body}
-
-
-batch = 16
-SCALABLE_SIZES = ("batch",)
-
-
-def get_inputs():
-    return [torch.randn(batch, {sizes})]
-
-
-def get_init_inputs():
-    return []
-"""
 
 # Sums from each element to its row's end: a weight that varies along the row before the flips
 # and positions after them, where each element lies; and along a middle dim.
@@ -334,12 +261,9 @@ REVERSE_SCANS = {
 @pytest.mark.parametrize("name", sorted(REVERSE_SCANS))
 def test_a_reverse_cumulative_sum_is_one_scan_from_each_rows_end(agent, tmp_path, name):
     body, sizes, length = REVERSE_SCANS[name]
-    task = tmp_path / f"{name}.py"
-    task.write_text(REVERSE_SCAN_TASK.format(body=body, sizes=sizes, length=length))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
-    source = (tmp_path / "ws" / "kernels" / "fused_scan.cpp").read_text()
+    source = verified_kernel(agent, tmp_path, name, "fused_scan", body,
+                             f"torch.randn(batch, {sizes})",
+                             f"        self.w = nn.Parameter(torch.rand({length}) + 0.5)\n")
     assert "#define SA_AT(kl) (R - 1 - (kl))" in source
 
 
