@@ -9,7 +9,12 @@
 /// position of every dim but the scanned one. On CUDA a block takes a row, in tiles of blockDim
 /// x V elements: each warp reads its 32 x V part striped into shared memory, each thread scans
 /// V neighbouring elements, the block scans the threads' totals (warp shuffles, then across
-/// warps through shared memory), and a carry takes each tile's total to the next. On the CPU
+/// warps through shared memory), and a carry takes each tile's total to the next. Where the
+/// scanned dim is not F's last and the dims after it hold 8 elements or more, neighbouring rows
+/// lie side by side in memory, and reading along one row would take a 32-byte sector for each
+/// element: there a block takes 32 neighbouring rows instead, a lane each, so that a warp reads
+/// 32 neighbours at every step; each warp scans V elements of each of the 32 rows, and the warps'
+/// totals are combined through shared memory. On the CPU
 /// each thread takes whole rows. Every input is read through 6 strides that model_new.py
 /// computes from the tensors at run time (0 along a broadcast dim), so one kernel serves any
 /// size and any strided view.
@@ -30,6 +35,7 @@ struct ScanPlan {
   int axis = 0;          // the scanned dim of F
   bool product = false;  // cumprod: the running value is a product, not a sum
   bool reverse = false;  // flip, scan, flip along the dim: each row scanned from its end
+  bool across = false;   // CUDA: a lane a row, 32 neighbouring rows a block (see above)
   std::vector<ElementInput> inputs;  // in kernel argument order, read as in0, in1, ...
   std::vector<std::string> before;   // per element read: "const float bK = ...;"
   std::string scanned;               // the variable of the scan's operand

@@ -117,6 +117,41 @@ TEST(SynthScanPlan, AScanOverAMiddleDimStepsByThatDimsStride) {
   EXPECT_NE(scan_kernel_source(plan, "cpu").find("in0_data[b0 + k * in0_t4]"), std::string::npos);
 }
 
+/// cumsum(x, dim) of an x of the given shape.
+Graph plain_scan(const std::vector<int>& shape, int dim) {
+  json sizes = shape;
+  return read(graph({tensor_input("x", "input", sizes)},
+                    {node("cumsum", "aten.cumsum.default", {ref("x"), dim}, sizes)}, {"cumsum"}));
+}
+
+TEST(SynthScanPlan, RowsSideBySideInMemoryAreScannedALaneARowOnCuda) {
+  // 8 elements or more after the scanned dim: neighbouring rows are neighbours in memory.
+  for (const auto& [shape, dim] : std::vector<std::pair<std::vector<int>, int>>{
+           {{4, 50, 8}, 1}, {{3, 17, 9}, 1}, {{2, 5, 3, 4}, 1}, {{64, 2, 4}, 0}}) {
+    ScanPlan plan;
+    ASSERT_TRUE(plan_scan(plain_scan(shape, dim), &plan).ok());
+    EXPECT_TRUE(plan.across) << shape[0] << " " << dim;
+    const std::string source = scan_kernel_source(plan, "cuda");
+    EXPECT_NE(source.find("totals[warp][lane] = v[V - 1];"), std::string::npos);
+    EXPECT_EQ(source.find("sa_padded"), std::string::npos);
+    Candidate candidate;
+    ASSERT_TRUE(synthesize_scan(plain_scan(shape, dim), "cuda", &candidate).ok());
+    EXPECT_EQ(candidate.configs.front().label, "32 rows x 8 warps x 8 a row");
+  }
+  // The last dim, or fewer than 8 elements after the scanned one: a block a row.
+  ScanPlan across, along;
+  for (const auto& [shape, dim] : std::vector<std::pair<std::vector<int>, int>>{
+           {{4, 50, 6}, 1}, {{4, 50, 8}, 2}, {{4, 50, 8}, -1}, {{300}, 0}, {{2, 9, 1}, 1}}) {
+    ASSERT_TRUE(plan_scan(plain_scan(shape, dim), &along).ok());
+    EXPECT_FALSE(along.across) << shape[0] << " " << dim;
+    EXPECT_NE(scan_kernel_source(along, "cuda").find("sa_padded"), std::string::npos);
+  }
+  // The CPU's kernel walks a row a thread either way.
+  ASSERT_TRUE(plan_scan(plain_scan({4, 50, 8}, 1), &across).ok());
+  ASSERT_TRUE(plan_scan(plain_scan({4, 50, 6}, 1), &along).ok());
+  EXPECT_EQ(scan_kernel_source(across, "cpu"), scan_kernel_source(along, "cpu"));
+}
+
 TEST(SynthScanPlan, WhatThePlanCannotTakeIsNamed) {
   ScanPlan plan;
   // Positions along another dim than the scanned one.
