@@ -1074,7 +1074,7 @@ std::string row_body(const RowPlan& plan, Walk walk) {
            in + "_data + sa_index(o, " + in + "_div_o, " + in + "_mod_o) * " + in +
            "_stride_o + sa_index(i, " + in + "_div_i, " + in + "_mod_i) * " + in + "_stride_i;\n";
     if (!plan.inputs[k].per_element)
-      row += in2 + std::string("const float ") + in + " = b" + n(k) + "[0];\n";
+      row += in2 + std::string("const float ") + in + " = sa_load(b" + n(k) + "[0]);\n";
   }
   if (walk == Walk::kCached) {
     // The row's share of this thread: NV runs of 4 elements, TY * 4 apart, all loads issued

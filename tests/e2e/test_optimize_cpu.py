@@ -267,6 +267,19 @@ def test_a_reverse_cumulative_sum_is_one_scan_from_each_rows_end(agent, tmp_path
     assert "#define SA_AT(kl) (R - 1 - (kl))" in source
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_16_bit_input_read_once_a_row_is_widened_on_the_cpu(agent, tmp_path, dtype):
+    # A sum over the channels of x times a per-(channel, height) weight, scaled per width: the
+    # scale is one value for each row the kernel reduces.
+    source = verified_kernel(
+        agent, tmp_path, f"row_scale_{dtype}", "fused_rows",
+        "return (x * self.weight).sum(dim=1) * self.scale",
+        f"torch.randn(batch, 12, 6, 8).to(torch.{dtype})",
+        f"        self.weight = nn.Parameter(torch.randn(12, 6, 1).to(torch.{dtype}))\n"
+        f"        self.scale = nn.Parameter(torch.randn(8).to(torch.{dtype}))\n", batch=4)
+    assert "sa_load(b" in source
+
+
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")
