@@ -50,7 +50,7 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
     sys.path.insert(0, str(ROOT / "harness"))
     harness = load("harness_common", ROOT / "harness" / "common.py")
     module = load("task_module", Path(task))
-    harness.shrink_task(module, shrink)
+    sizes = harness.shrink_task(module, shrink)
     os.environ[LIB_ENV] = lib
     sys.path.insert(0, workspace)
     import model_new  # noqa: E402 (the workspace is on the path only now)
@@ -92,7 +92,8 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
             correct = correct and same
         return correct, worst
 
-    row = {}
+    # A task that names no SCALABLE_SIZES runs at full size whatever the shrink.
+    row = {"full_size": shrink > 1 and not sizes}
     with torch.no_grad():
         expected = as_list(reference(*inputs))
         # Each configuration is checked; one that is wrong is not timed.
@@ -321,6 +322,9 @@ def main() -> int:
             row = (json.loads(kept[task].read_text()) if task not in prepared
                    else measure(prepared[task].result(), args, work))
             rows.append(row)
+            if row.get("full_size"):
+                print(f"{row['id']}: ran at full size, not 1/{args.shrink}: the task names no "
+                      "SCALABLE_SIZES", flush=True)
             if "vs_compile" in row:
                 print(f"{row['id']:48} {row['outcome']:12} {row['eager_ms']:9.3f} "
                       f"{row['compile_ms']:10.3f} {row['candidate_ms']:8.3f} "
