@@ -26,7 +26,7 @@ import torch
 os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 from guard import DispatchGuard
-from watch import Watch, pin_precision
+from watch import PRECISIONS, Watch, pin_precision
 
 TASK_NAMES = ("Model", "get_inputs", "get_init_inputs")
 TASK_MODULE = "_cuda_agent_task"
@@ -73,6 +73,14 @@ def make_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--wait-for", help="start up, then wait until this file exists: 'go' "
                         "proceeds, anything else ends the script with error_kind 'aborted'")
     return parser
+
+
+def add_precision_argument(parser: argparse.ArgumentParser) -> None:
+    """--precision, which only the scripts that run the candidate take: the trusted scripts and
+    the baselines always run in full fp32."""
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="fp32 (default) or tf32: cuBLAS and cuDNN may take the candidate's "
+                             "fp32 GEMMs and convolutions in TF32")
 
 
 RELEASE_POLL_S = 0.005
@@ -160,7 +168,10 @@ def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None
     phases = report["phases"] = {"startup_s": round(_process_age(), 3)}
     try:
         args = parser.parse_args(argv)
-        pin_precision()
+        # Full fp32 unless the evaluator asked a candidate process for TF32 (--precision).
+        pin_precision(getattr(args, "precision", "fp32"))
+        if hasattr(args, "precision"):
+            report["precision"] = args.precision
         torch.set_grad_enabled(False)  # the harness only ever runs forward
         if args.device == "cuda" and not torch.cuda.is_available():
             raise UsageError("--device cuda was asked for but torch sees no CUDA device")

@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import (
     _pop_mode,
 )
 
-from watch import add_violation, precision_pinned
+from watch import add_violation, pinned_precision, precision_pinned
 
 # Op overload packet names ("aten::empty" covers aten::empty.memory_format and its overloads).
 ALLOCATION_OPS = frozenset({
@@ -95,8 +95,8 @@ class DispatchGuard(TorchDispatchMode):
             if packet not in self.library_ops:
                 self.library_ops.append(packet)
             if not precision_pinned():  # S11: TF32 switched on just for this call
-                self._violate("precision_changed", f"{func.name()} ran with TF32 or reduced "
-                              "fp32 matmul precision switched on: the evaluator pins full fp32")
+                self._violate("precision_changed", f"{func.name()} ran with precision flags "
+                              "other than the evaluator's: it pins " + pinned_precision())
         return func(*args, **(kwargs or {}))
 
     def __exit__(self, exc_type, exc_value, exc_tb) -> None:

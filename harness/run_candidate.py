@@ -25,6 +25,7 @@ def make_parser():
     parser.add_argument("--inputs", required=True, help="verify_inputs.pt from prepare.py")
     parser.add_argument("--init-seed", type=int, required=True)
     parser.add_argument("--out", required=True, help="where candidate_out.pt is written")
+    common.add_precision_argument(parser)
     return parser
 
 

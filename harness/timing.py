@@ -54,6 +54,7 @@ def make_parser():
                         help="timed calls whose outputs are kept in full (default %(default)s)")
     parser.add_argument("--out", required=True,
                         help="where the timed calls' fingerprints and kept outputs are written")
+    common.add_precision_argument(parser)
     return parser
 
 
@@ -68,6 +69,9 @@ class Implementation:
 
 
 def build(args: Any, init: dict, report: dict) -> Implementation:
+    if args.precision != "fp32" and args.impl != "candidate":
+        raise common.UsageError(f"--precision {args.precision} is the candidate's alone: eager "
+                                "and torch.compile are timed in full fp32")
     if args.impl == "candidate":
         if not args.workspace or args.kernel_lib is None:
             raise common.UsageError("--impl candidate needs --workspace and --kernel-lib")

@@ -290,7 +290,7 @@ class Watch:
             if now.get(key) != value:
                 self._violate("precision_changed",
                               f"{key} was changed from {value!r} to {now.get(key)!r} {after}: "
-                              "the evaluator pins full fp32 precision")
+                              f"the evaluator pins {_pinned} precision")
                 pin_precision()  # one finding must not also turn into a wrong measurement
                 return
 
@@ -313,16 +313,36 @@ def _patchable(value: Any) -> bool:
                                                  types.ModuleType))
 
 
-def pin_precision() -> None:
-    """Full fp32 precision: no TF32 in cuBLAS or cuDNN."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+# The precisions the evaluator pins: full fp32 by default; "tf32" (`--tf32`, candidate processes
+# alone) lets cuBLAS and cuDNN take fp32 GEMMs and convolutions in TF32.
+PRECISIONS = ("fp32", "tf32")
+_pinned = "fp32"
+
+
+def pin_precision(precision: str | None = None) -> None:
+    """Sets the precision flags to the pinned precision, first pinning `precision` where given:
+    full fp32 (no TF32 in cuBLAS or cuDNN) unless the evaluator asked for TF32."""
+    global _pinned
+    if precision is not None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision {precision!r} is none of {', '.join(PRECISIONS)}")
+        _pinned = precision
+    tf32 = _pinned == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def pinned_precision() -> str:
+    return _pinned
 
 
 def precision_pinned() -> bool:
-    return (not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
-            and torch.get_float32_matmul_precision() == "highest")
+    """Whether the flags are as pin_precision set them."""
+    tf32 = _pinned == "tf32"
+    return (torch.backends.cuda.matmul.allow_tf32 == tf32
+            and torch.backends.cudnn.allow_tf32 == tf32
+            and torch.get_float32_matmul_precision() == ("high" if tf32 else "highest"))
 
 
 # --- what one call really ran (B1, B2) ---------------------------------------------------------

@@ -42,8 +42,8 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
   if (Status s = Store::Open(options.private_dir / "store.sqlite", &episode_store); !s.ok()) {
     return s;
   }
-  InitOptions init{options.eval.device, options.template_dir, options.binary, episode_store->path(),
-                   options.eval.shrink};
+  InitOptions init{options.eval.device,   options.template_dir, options.binary,
+                   episode_store->path(), options.eval.shrink,  options.eval.precision};
   WorkspaceRecord laid_out;
   if (Status s = init_workspace(task, options.workspace, init, store, &laid_out); !s.ok()) {
     return s;

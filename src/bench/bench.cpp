@@ -69,7 +69,7 @@ json BenchSettings::to_json() const {
       {"suite", suite.string()},    {"suite_name", suite_name}, {"policy", policy},
       {"device", device},           {"shrink", shrink},         {"tune", tune},
       {"policy_args", policy_args}, {"tasks", tasks},           {"task_timeout_s", task_timeout_s},
-      {"group_size", group_size}};
+      {"group_size", group_size},   {"precision", precision}};
 }
 
 Status BenchSettings::from_json(const json& j, BenchSettings* s) {
@@ -84,6 +84,7 @@ Status BenchSettings::from_json(const json& j, BenchSettings* s) {
     s->tasks = j.at("tasks").get<std::vector<std::string>>();
     s->task_timeout_s = j.value("task_timeout_s", 3600.0);
     s->group_size = j.value("group_size", 1);
+    s->precision = j.value("precision", "fp32");
   } catch (const json::exception& e) {
     return Status::Corruption(std::string("a bench run's settings: ") + e.what());
   }
@@ -252,8 +253,8 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
     record = {{"schema", "cuda-agent.bench/1"}, {"settings", settings.to_json()},
               {"suite", settings.suite_name},   {"policy", settings.policy},
               {"device", settings.device},      {"shrink", settings.shrink},
-              {"tune", settings.tune},          {"created_at", agent::utc_now()},
-              {"sessions", json::array()}};
+              {"tune", settings.tune},          {"precision", settings.precision},
+              {"created_at", agent::utc_now()}, {"sessions", json::array()}};
     if (Status s = store->add_bench(record, &id); !s.ok()) return s;
   }
   summary->id = id;
@@ -361,6 +362,7 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
                   settings.tune,
                   "--workspace",
                   dir.string()};
+      if (settings.precision == "tf32") job.argv.push_back("--tf32");
       job.argv.insert(job.argv.end(), settings.policy_args.begin(), settings.policy_args.end());
       JobOutput output = executor->run(slot, job);
       std::lock_guard<std::mutex> lock(mu);

@@ -39,6 +39,8 @@ struct BenchSettings {
   /// Episodes per task. Above 1 (a rollout's group), each task's episodes are results of their
   /// own, keyed "task#k" for k = 0..group_size-1.
   int group_size = 1;
+  /// The episodes' evaluations' precision (EvalOptions::precision): fp32, or tf32 (--tf32).
+  std::string precision = "fp32";
 
   nlohmann::json to_json() const;
   static Status from_json(const nlohmann::json& j, BenchSettings* settings);

@@ -149,6 +149,33 @@ TEST(Bench, AnInterruptedRunResumesWithTheTasksItLacksOnly) {
   EXPECT_TRUE(summary.record["sessions"][1]["complete"].get<bool>());
 }
 
+TEST(Bench, ATf32RunAsksEachEpisodeForItAndKeepsAskingOnResume) {
+  Fixture f({"level1/001_a", "level1/002_stop", "level1/003_b"});
+  f.request.settings.precision = "tf32";
+  const auto asks_tf32 = [](const std::vector<std::string>& argv) {
+    return std::find(argv.begin(), argv.end(), "--tf32") != argv.end();
+  };
+  {
+    FakeExecutor executor;
+    BenchSummary summary;
+    ASSERT_TRUE(run_bench(f.request, f.store.get(), &executor, &summary).ok());
+    ASSERT_FALSE(executor.argvs.empty());
+    for (const auto& argv : executor.argvs) EXPECT_TRUE(asks_tf32(argv));
+    EXPECT_EQ(summary.record["precision"], "tf32");
+  }
+  FakeExecutor again;
+  resume_renamed(f, &again);  // the request's settings left empty: the run's own are used
+  ASSERT_FALSE(again.argvs.empty());
+  for (const auto& argv : again.argvs) EXPECT_TRUE(asks_tf32(argv));
+  // A run in full fp32 asks for nothing.
+  Fixture plain({"level1/001_a"});
+  FakeExecutor fp32;
+  BenchSummary summary;
+  ASSERT_TRUE(run_bench(plain.request, plain.store.get(), &fp32, &summary).ok());
+  EXPECT_FALSE(asks_tf32(fp32.argvs.at(0)));
+  EXPECT_EQ(summary.record["precision"], "fp32");
+}
+
 TEST(Bench, AGroupRunsEachTaskGroupSizeTimes) {
   Fixture f({"level1/001_a", "level1/002_b"});
   f.request.settings.group_size = 3;

@@ -73,6 +73,10 @@ BenchCommands::BenchCommands(CLI::App* app, const std::string& default_device)
                   "divide each task's SCALABLE_SIZES constants by this")
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
+    c->add_flag_callback(
+        "--tf32", [settings = &a.settings] { settings->precision = "tf32"; },
+        "let cuBLAS and cuDNN take the candidates' fp32 GEMMs and convolutions in TF32 (eager "
+        "and torch.compile stay in full fp32; the run and its results record it)");
     c->add_option("--tune", a.settings.tune, "synth: auto, always or off")
         ->check(CLI::IsMember({"auto", "always", "off"}))
         ->capture_default_str();
@@ -175,9 +179,9 @@ Status BenchCommands::run_episodes(CLI::App* command, Store* store,
     if (Status s = store->get_bench(*id, &record); !s.ok()) return s;
     if (Status s = bench::BenchSettings::from_json(record["settings"], &settings); !s.ok())
       return s;
-    for (const char* fixed :
-         {"--suite", "--filter", "--policy", "--device", "--shrink", "--tune", "--task-timeout",
-          "--endpoint", "--model", "--api-key-env", "--max-turns", "--group-size"}) {
+    for (const char* fixed : {"--suite", "--filter", "--policy", "--device", "--shrink", "--tf32",
+                              "--tune", "--task-timeout", "--endpoint", "--model", "--api-key-env",
+                              "--max-turns", "--group-size"}) {
       if (command->get_option_no_throw(fixed) && command->count(fixed) > 0) {
         return Status::InvalidArgument(
             std::string("--resume carries on with the run's own settings; leave out ") + fixed);

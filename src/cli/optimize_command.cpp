@@ -260,6 +260,10 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
       ->add_option("--shrink", a.eval.shrink, "divide the task's SCALABLE_SIZES constants by this")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  a.command->add_flag_callback(
+      "--tf32", [args = args_.get()] { args->eval.precision = "tf32"; },
+      "let cuBLAS and cuDNN take the candidate's fp32 GEMMs and convolutions in TF32 in every "
+      "evaluation (eager and torch.compile stay in full fp32; the results record it)");
   a.command->add_option("--workspace", a.workspace,
                         "the episode's folder (default ~/.cache/cuda-agent/episodes/TASK-POLICY)");
   a.command
@@ -345,8 +349,9 @@ int OptimizeCommand::run(const std::string& store_path) {
   note("synthesize: " + made);
 
   fs::path dir = a.workspace.empty() ? fresh_workspace(task.id, "synth") : fs::path(a.workspace);
-  InitOptions init{
-      a.eval.device, harness_dir() / "workspace", self_executable(), {}, a.eval.shrink};
+  InitOptions init{a.eval.device,     harness_dir() / "workspace",
+                   self_executable(), {},
+                   a.eval.shrink,     a.eval.precision};
   WorkspaceRecord record;
   if (Status s = init_workspace(task, dir, init, store.get(), &record); !s.ok()) return fail(s);
   EvalOptions& o = a.eval;

@@ -660,8 +660,8 @@ std::vector<std::string> Evaluator::timing_args(const Run& run, const std::strin
       "--out",        (run.dir.path() / ("timed_" + impl + ".pt")).string(),
       "--shrink",     std::to_string(options_.shrink)};
   if (impl == "candidate") {
-    args.insert(args.end(),
-                {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string()});
+    args.insert(args.end(), {"--workspace", run.workspace.string(), "--kernel-lib",
+                             run.library.string(), "--precision", options_.precision});
   }
   return args;
 }
@@ -692,11 +692,12 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
                            std::to_string(options_.profile_sets), "--out", run.trusted.string(),
                            "--shrink", std::to_string(options_.shrink)},
                           options_.trusted_timeout_s, false, !options_.device_lock.empty());
-  steps->candidate = launch(
-      run, "run_candidate.py",
-      {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(), "--init", init,
-       "--inputs", verify_inputs, "--init-seed", seed, "--device", options_.device, "--out", out},
-      options_.verify_timeout_s, true, true);
+  steps->candidate =
+      launch(run, "run_candidate.py",
+             {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(), "--init",
+              init, "--inputs", verify_inputs, "--init-seed", seed, "--device", options_.device,
+              "--out", out, "--precision", options_.precision},
+             options_.verify_timeout_s, true, true);
   steps->check = launch(run, "check.py", {"--task",          run.task_file.string(),
                                           "--init",          init,
                                           "--inputs",        verify_inputs,
@@ -754,7 +755,8 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
                  {"iters", options_.iters},
                  {"flush_mb", options_.flush_mb},
                  {"arch", options_.compile.arch},
-                 {"shrink", options_.shrink}};
+                 {"shrink", options_.shrink},
+                 {"precision", options_.precision}};
 
   Run run;
   if (options_.keep_run_dir) run.dir.keep();

@@ -31,6 +31,10 @@ struct EvalOptions {
   /// Each constant the task names in SCALABLE_SIZES divided by this (tasks/README.md): a
   /// smaller run of the same computation, recorded in the result's settings with the sizes used.
   int shrink = 1;
+  /// The candidate's precision: "fp32" (full, the default) or "tf32", where cuBLAS and cuDNN
+  /// may take its fp32 GEMMs and convolutions in TF32. Eager and torch.compile are timed in full
+  /// fp32 either way; the result's settings record it.
+  std::string precision = "fp32";
   int verify_sets = 5;
   int profile_sets = 4;
   int warmup = 0;        // 0: the device's default (cpu 3, cuda 10)

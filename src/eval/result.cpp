@@ -233,6 +233,12 @@ std::string format_summary(const EvalResult& r) {
     out += "  speedup  vs eager " + format_ratio(r.speedup_vs_eager) + "   vs torch.compile " +
            format_ratio(r.speedup_vs_compile) + "\n";
   }
+  const std::string precision = r.settings.value("precision", "fp32");
+  if (precision != "fp32") {
+    out += "  precision " + precision +
+           ": the candidate's fp32 GEMMs and convolutions may run in it; eager and "
+           "torch.compile ran in full fp32\n";
+  }
   if (r.reward) {
     out += "  reward   " + std::to_string(*r.reward);
     if (r.reward_value && r.reward_recipe != "discrete" && !r.reward_recipe.empty()) {

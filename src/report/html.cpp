@@ -336,8 +336,8 @@ std::string render_html(const std::string& title, const json& run,
     out << "<dt>" << escape(name) << "</dt><dd>"
         << escape(value.is_string() ? value.get<std::string>() : value.dump()) << "</dd>\n";
   };
-  for (const char* key :
-       {"suite", "policy", "device", "device_name", "shrink", "tune", "created_at", "throughput"}) {
+  for (const char* key : {"suite", "policy", "device", "device_name", "shrink", "tune", "precision",
+                          "created_at", "throughput"}) {
     if (run.contains(key)) item(key, run[key]);
   }
   out << "</dl>\n<h2>Figures</h2>\n"

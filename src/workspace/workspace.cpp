@@ -83,6 +83,7 @@ Status init_workspace(const Task& task, const fs::path& dir, const InitOptions& 
       {"store", (options.store.empty() ? store->path() : options.store).string()},
       {"device", options.device},
       {"shrink", options.shrink},
+      {"precision", options.precision},
       {"harness", options.template_dir.parent_path().string()},
       {"task", task.path.string()}};
   s = write_file_atomic(dir / ".cuda-agent" / "workspace.json", config.dump(2) + "\n");

@@ -33,6 +33,8 @@ struct InitOptions {
   std::filesystem::path store;
   /// The evaluations' --shrink, which utils/profile_model.py profiles model.py at.
   int shrink = 1;
+  /// The evaluations' precision (EvalOptions::precision), which utils/ asks for too.
+  std::string precision = "fp32";
 };
 
 /// The read-only infrastructure, relative to a workspace's root: files, and folders with all

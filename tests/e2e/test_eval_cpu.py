@@ -57,6 +57,22 @@ def test_shrink_runs_the_task_smaller_and_records_the_sizes(agent, task, candida
     assert "task_sizes" not in full["settings"]
 
 
+def test_tf32_is_the_candidates_alone_and_the_result_records_it(agent, task, candidate):
+    # A candidate that reads the precision it runs at, and fails unless it is TF32.
+    call = "        scale_bias_relu(x, self.bias, y, rows, cols, self.scale)\n"
+    candidate.edit(candidate.model_new, call,
+                   "        if torch.get_float32_matmul_precision() != \"high\":\n"
+                   "            raise RuntimeError(\"TF32 was not pinned\")\n" + call)
+    code, r = agent.eval(task, candidate.path, "--tf32")
+    assert code == 0, r
+    assert r["settings"]["precision"] == "tf32" and r["reward"] >= 1
+    shown = agent.run("show", str(r["id"]))
+    assert "precision tf32" in shown.stdout, shown.stdout
+    code, full = agent.eval(task, candidate.path, "--stage", "verify")
+    assert code == 1 and full["settings"]["precision"] == "fp32"
+    assert "TF32 was not pinned" in full["reason"], full["reason"]
+
+
 def test_wrong_result_reports_the_first_mismatch(agent, task, candidate):
     # Forget the bias: every output where x * scale + bias > 0 differs.
     candidate.edit(candidate.kernel, "xr[c] * scale + bias[c]", "xr[c] * scale")

@@ -125,7 +125,7 @@ def test_a_real_task_is_not_degenerate_even_with_one_trivial_output() -> None:
 def watched():
     violations: list = []
     yield watch.Watch("cpu", violations), violations
-    watch.pin_precision()
+    watch.pin_precision("fp32")
 
 
 def test_the_watch_sees_a_patched_timer_and_names_it(watched, monkeypatch) -> None:
@@ -157,6 +157,22 @@ def test_the_watch_sees_tf32_switched_on_and_pins_it_back(watched) -> None:
     w.check("in the test")
     assert [v["rule"] for v in violations] == ["precision_changed"]
     assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_the_watch_holds_a_candidate_to_a_tf32_pin_too() -> None:
+    violations: list = []
+    watch.pin_precision("tf32")
+    try:
+        w = watch.Watch("cpu", violations)
+        w.check("in the test")
+        assert violations == []
+        torch.set_float32_matmul_precision("medium")
+        w.check("in the test")
+        assert [v["rule"] for v in violations] == ["precision_changed"]
+        assert "pins tf32 precision" in violations[0]["detail"]
+        assert torch.get_float32_matmul_precision() == "high"  # pinned back to the pin
+    finally:
+        watch.pin_precision("fp32")
 
 
 def test_the_watch_sees_a_python_thread_left_running(watched) -> None:

@@ -153,7 +153,7 @@ def test_a_correct_kernel_passes(prepared: Path) -> None:
     report = run_candidate(prepared, "right")
     phases = report.pop("phases")
     assert report == {"ok": True, "violations": [], "library_ops": [], "weights": "loaded",
-                      "output_types": ["torch.Tensor"]}
+                      "output_types": ["torch.Tensor"], "precision": "fp32"}
     assert phases["startup_s"] > 0 and phases["work_s"] > 0
     result = check(prepared, "right")
     assert result["ok"] and result["correct"], result
@@ -279,6 +279,45 @@ def test_profile(prepared: Path, impl: str) -> None:
     assert_timings(report, impl, 5)
     if impl == "candidate":
         assert report["violations"] == [] and report["weights"] == "loaded"
+
+
+# A candidate that fails unless the evaluator pinned TF32 for it: it reads the setting (which
+# a candidate may) and never sets it (which it may not).
+NEEDS_TF32 = MODEL_NEW.replace(
+    "        y = torch.empty_like(x)\n",
+    "        if torch.get_float32_matmul_precision() != \"high\":\n"
+    "            raise RuntimeError(\"TF32 was not pinned\")\n"
+    "        y = torch.empty_like(x)\n")
+
+
+def test_the_candidate_runs_in_the_precision_the_evaluator_pins(prepared: Path) -> None:
+    tf32 = run("run_candidate.py", "--workspace", workspace(prepared, "tf32", NEEDS_TF32),
+               "--kernel-lib", prepared / "libright.so", "--init", prepared / "init.pt",
+               "--inputs", prepared / "verify_inputs.pt", "--init-seed", INIT_SEED,
+               "--device", "cpu", "--out", prepared / "tf32.pt", "--precision", "tf32",
+               "--report", prepared / "tf32.json")
+    assert tf32["ok"] and tf32["violations"] == [] and tf32["precision"] == "tf32", tf32
+    full = run_candidate(prepared, "full_fp32", NEEDS_TF32)
+    assert not full["ok"] and "TF32 was not pinned" in full["error"]
+    assert full["precision"] == "fp32"
+    timed = run("timing.py", "--impl", "candidate", "--task", prepared / "task.py",
+                "--workspace", workspace(prepared, "timed_tf32", NEEDS_TF32),
+                "--kernel-lib", prepared / "libright.so", "--init", prepared / "init.pt",
+                "--inputs", prepared / "profile_inputs.pt", "--init-seed", INIT_SEED,
+                "--device", "cpu", "--warmup", 1, "--iters", 2, "--flush-mb", 1,
+                "--out", prepared / "timed_tf32.pt", "--precision", "tf32",
+                "--report", prepared / "timed_tf32.json")
+    assert timed["ok"] and timed["violations"] == [], timed
+
+
+def test_the_baselines_are_never_timed_in_tf32(prepared: Path) -> None:
+    report = run("timing.py", "--impl", "eager", "--task", prepared / "task.py",
+                 "--init", prepared / "init.pt", "--inputs", prepared / "profile_inputs.pt",
+                 "--init-seed", INIT_SEED, "--device", "cpu", "--warmup", 1, "--iters", 2,
+                 "--out", prepared / "timed_eager_tf32.pt", "--precision", "tf32",
+                 "--report", prepared / "eager_tf32.json")
+    assert not report["ok"] and report["error_kind"] == "usage"
+    assert "the candidate's alone" in report["error"]
 
 
 @pytest.mark.slow

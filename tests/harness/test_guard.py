@@ -16,9 +16,9 @@ from watch import pin_precision
 @pytest.fixture(autouse=True)
 def pinned_precision():
     """Every harness process pins full fp32 precision before any candidate code runs."""
-    pin_precision()
+    pin_precision("fp32")
     yield
-    pin_precision()
+    pin_precision("fp32")
 
 torch.manual_seed(0)
 X = torch.randn(8, 16)
@@ -144,3 +144,16 @@ def test_a_library_op_under_tf32_is_a_precision_violation() -> None:
         torch.mm(X, W.t())
     assert [v["rule"] for v in guard.violations] == ["precision_changed"]
     assert "aten::mm" in guard.violations[0]["detail"]
+
+
+def test_under_a_tf32_pin_tf32_is_no_violation_and_full_fp32_is() -> None:
+    pin_precision("tf32")  # what the evaluator asks of a candidate process under --tf32
+    guard = DispatchGuard()
+    with guard:
+        torch.mm(X, W.t())
+    assert guard.violations == []
+    torch.backends.cuda.matmul.allow_tf32 = False
+    with guard:
+        torch.mm(X, W.t())
+    assert [v["rule"] for v in guard.violations] == ["precision_changed"]
+    assert "it pins tf32" in guard.violations[0]["detail"]

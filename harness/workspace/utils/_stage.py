@@ -11,4 +11,6 @@ def run_stage(stage: str) -> int:
         config = json.load(f)
     command = [config["binary"], "eval", workspace, "--stage", stage, "--store", config["store"],
                "--device", config["device"]] + sys.argv[1:]
+    if config.get("precision", "fp32") == "tf32":  # as the run's own evaluations
+        command.append("--tf32")
     return subprocess.call(command)
