@@ -10,13 +10,20 @@ namespace cuda_agent::agent {
 
 namespace fs = std::filesystem;
 
-std::string task_message(const Task& task, const std::string& device, int shrink) {
+std::string task_message(const Task& task, const std::string& device, int shrink,
+                         const std::string& precision) {
   std::string text = "Task " + task.id + ", on the " + device +
                      " device. Make model_new.py compute what model.py computes, over kernels "
                      "you write in kernels/, correct and faster than torch.compile.";
   if (shrink > 1) {
     text += " The task's SCALABLE_SIZES are divided by " + std::to_string(shrink) +
             " for every evaluation.";
+  }
+  if (precision == "tf32") {
+    text +=
+        " Every evaluation lets cuBLAS and cuDNN take model_new.py's fp32 GEMMs and "
+        "convolutions in TF32 (it sets that itself; model_new.py may not); eager and "
+        "torch.compile are timed in full fp32.";
   }
   return text + "\n\nmodel.py:\n```python\n" + task.source + "\n```\n";
 }
@@ -73,8 +80,9 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
 
   ToolRegistry tools = default_tools();
   AgentLoop loop(options.agent, client, &tools, &context, say);
-  outcome->episode = loop.run(system_prompt(skill, options.eval.device),
-                              task_message(task, options.eval.device, options.eval.shrink));
+  outcome->episode = loop.run(
+      system_prompt(skill, options.eval.device),
+      task_message(task, options.eval.device, options.eval.shrink, options.eval.precision));
   context.shells.reset();  // background shells end with the episode
 
   // The fresh evaluation, against the record as it was laid out. An interrupted episode is

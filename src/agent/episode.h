@@ -50,6 +50,7 @@ Status run_llm_episode(const Task& task, const EpisodeOptions& options, llm::Llm
                        std::function<void(const std::string&)> progress, EpisodeOutcome* outcome);
 
 /// The first user message: the task, the device, and model.py's text.
-std::string task_message(const Task& task, const std::string& device, int shrink);
+std::string task_message(const Task& task, const std::string& device, int shrink,
+                         const std::string& precision = "fp32");
 
 }  // namespace cuda_agent::agent

@@ -4,6 +4,7 @@
 
 #include <deque>
 
+#include "agent/episode.h"
 #include "agent/trajectory.h"
 #include "util/files.h"
 
@@ -263,6 +264,24 @@ TEST(Trajectory, RunNamesReadBack) {
   for (const char* not_a_run : {"12", "r", "r1x", "rr1", "", "r-1", "r99999999999999999999"}) {
     EXPECT_EQ(parse_run_name(not_a_run), std::nullopt) << not_a_run;
   }
+}
+
+}  // namespace
+}  // namespace cuda_agent::agent
+
+namespace cuda_agent::agent {
+namespace {
+
+TEST(TaskMessage, SaysWhatTheEvaluationsRunAtAndOnlyWhenItIsNotTheDefault) {
+  const Task task{"/tasks/relu.py", "relu", "class Model: ...\n", ""};
+  const std::string plain = task_message(task, "cuda", 1);
+  EXPECT_NE(plain.find("Task relu, on the cuda device."), std::string::npos);
+  EXPECT_EQ(plain.find("SCALABLE_SIZES"), std::string::npos);
+  EXPECT_EQ(plain.find("TF32"), std::string::npos);
+  EXPECT_NE(plain.find("class Model: ..."), std::string::npos);
+  const std::string tf32 = task_message(task, "cuda", 4, "tf32");
+  EXPECT_NE(tf32.find("divided by 4"), std::string::npos);
+  EXPECT_NE(tf32.find("GEMMs and convolutions in TF32"), std::string::npos);
 }
 
 }  // namespace

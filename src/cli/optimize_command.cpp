@@ -383,8 +383,9 @@ int OptimizeCommand::run(const std::string& store_path) {
   agent::Skill skill;
   if (Status s = agent::load_skill(dir / "SKILL.md", &skill); !s.ok()) return fail(s);
   agent::ToolContext context{agent::WorkspacePaths(dir), {}, {}, nullptr};
-  agent::EpisodeRecorder recorder(&context, agent::system_prompt(skill, a.eval.device),
-                                  agent::task_message(task, a.eval.device, a.eval.shrink));
+  agent::EpisodeRecorder recorder(
+      &context, agent::system_prompt(skill, a.eval.device),
+      agent::task_message(task, a.eval.device, a.eval.shrink, a.eval.precision));
   const std::string started_at = agent::utc_now();
   recorder.turn(join(plan, "\n"));
   for (const auto& [path, text] : files) {
