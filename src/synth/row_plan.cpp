@@ -970,7 +970,7 @@ int kept_inputs(const RowPlan& plan) {
   return kept;
 }
 
-/// The cached walk's value of segmented input k for the run of 4 elements from k0 (4 | div_r:
+/// The cached walk's value of segmented input k for the run of RW elements from k0 (RW | div_r:
 /// one value), as an expression ending its statement; its rows, of at most 32768 elements, take
 /// 32-bit arithmetic.
 std::string segment_load(std::size_t k) {
@@ -979,7 +979,7 @@ std::string segment_load(std::size_t k) {
          in + "_mod_r) * " + in + "_step]);\n";
 }
 
-/// The cached walk's loop over a thread's elements (in increasing k): per run of 4 (from k0),
+/// The cached walk's loop over a thread's elements (in increasing k): per run of RW (from k0),
 /// `before`, then for each element, with each per-element input's value and the per-element
 /// lines up to `level` in scope, `body`, then `after`.
 std::string cached_loop(const RowPlan& plan, int level, const std::string& body,
@@ -990,16 +990,16 @@ std::string cached_loop(const RowPlan& plan, int level, const std::string& body,
       segments += "      const float s" + n(k) + " = " + segment_load(k);
       loads += "        const float in" + n(k) + " = s" + n(k) + ";\n";
     } else if (plan.inputs[k].per_element) {
-      loads += "        const float in" + n(k) + " = c" + n(k) + "[4 * j + q];\n";
+      loads += "        const float in" + n(k) + " = c" + n(k) + "[RW * j + q];\n";
     }
   }
   return "    #pragma unroll\n"
          "    for (int j = 0; j < NV; ++j) {\n"
-         "      const int k0 = (j * TY + ty) * 4;\n"
+         "      const int k0 = (j * TY + ty) * RW;\n"
          "      if (!live || k0 >= R) continue;\n" +
          segments + before +
          "#pragma unroll\n"
-         "      for (int q = 0; q < 4; ++q) {\n"
+         "      for (int q = 0; q < RW; ++q) {\n"
          "        const int64_t k = k0 + q;\n" +
          loads + lines_at(plan, true, level, "        ") + body + "      }\n" + after + "    }\n";
 }
@@ -1077,31 +1077,31 @@ std::string row_body(const RowPlan& plan, Walk walk) {
       row += in2 + std::string("const float ") + in + " = sa_load(b" + n(k) + "[0]);\n";
   }
   if (walk == Walk::kCached) {
-    // The row's share of this thread: NV runs of 4 elements, TY * 4 apart, all loads issued
+    // The row's share of this thread: NV runs of RW elements, TY * RW apart, all loads issued
     // before any is used.
     std::string cache;
     for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
       if (!plan.inputs[k].per_element || plan.inputs[k].segmented) continue;
-      row += in2 + std::string("float c") + n(k) + "[4 * NV] = {};\n";
-      cache += "        sa_load4(b" + n(k) + " + k0, c" + n(k) + " + 4 * j);\n";
+      row += in2 + std::string("float c") + n(k) + "[RW * NV] = {};\n";
+      cache += "        sa_load_v<RW>(b" + n(k) + " + k0, c" + n(k) + " + RW * j);\n";
     }
     if (!cache.empty()) {
       row += in2 + std::string("#pragma unroll\n") + in2 +
              "for (int j = 0; j < NV; ++j) {\n"
-             "      const int k0 = (j * TY + ty) * 4;\n"
+             "      const int k0 = (j * TY + ty) * RW;\n"
              "      if (live && k0 < R) {\n" +
              cache + "      }\n" + in2 + "}\n";
     }
     row += lines_at(plan, false, 0, in2);
     for (int pass = 1; pass <= plan.passes; ++pass)
       row += cached_pass(plan, pass) + lines_at(plan, false, pass, in2);
-    // Each run of 4 is computed into r<j> and stored at once.
+    // Each run of RW is computed into r<j> and stored at once.
     std::string results, writes, stores;
     for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
       if (!plan.outputs[j].per_element) continue;
-      results += "      float r" + n(j) + "[4];\n";
+      results += "      float r" + n(j) + "[RW];\n";
       writes += "        r" + n(j) + "[q] = " + plan.outputs[j].variable + ";\n";
-      stores += "      sa_store4(out" + n(j) + " + o * R + k0, r" + n(j) + ");\n";
+      stores += "      sa_store_v<RW>(out" + n(j) + " + o * R + k0, r" + n(j) + ");\n";
     }
     if (!writes.empty()) {
       row += in2 + std::string("// the outputs\n") +
@@ -1376,6 +1376,11 @@ constexpr CachedShape kCachedShapes[] = {{32, 1, 4},   {32, 2, 4},   {32, 4, 4},
                                          {1024, 4, 1}, {512, 16, 1}, {1024, 8, 1}, {32, 8, 4},
                                          {64, 16, 1},  {128, 8, 1},  {128, 16, 1}, {256, 8, 1}};
 constexpr std::size_t kCachedDeep = 11;
+/// Config ids of the wide cached shapes: shape c (of an even number of runs) in half as many
+/// runs of 8 elements, the same row reach and registers, so that each load of a 16-bit tensor
+/// is a 16-byte vector rather than 8 bytes. Offered to the tuner where every tensor the walk
+/// reads or writes along the rows is 16-bit (not measured yet: not a default).
+constexpr int kWideCachedConfig = 500;
 
 /// The strided walk's block shapes a tuner may choose: TX rows side by side, TY threads each.
 struct StridedShape {
@@ -1503,6 +1508,33 @@ long long cached_reach(const CachedShape& shape) { return 4LL * shape.threads * 
 bool fits_registers(const CachedShape& shape, int cached) {
   const int budget = std::min(255, 65536 / (shape.threads * shape.rows));
   return cached * 4 * shape.runs + 32 <= budget;
+}
+
+/// Whether cached shape c has a wide twin: a block's shape (not a warp's, whose rows are short),
+/// not a deep one, of an even number of runs.
+bool has_wide_twin(std::size_t c) {
+  const CachedShape& shape = kCachedShapes[c];
+  return c < kCachedDeep && shape.rows == 1 && shape.runs % 2 == 0;
+}
+
+/// Whether every tensor the cached walk reads or writes along the rows (at least one) is 16-bit:
+/// where its runs of 8 would read 16 bytes a load.
+bool sixteen_bit_rows(const RowPlan& plan) {
+  const auto narrow = [](const std::string& dtype) {
+    return dtype == "bfloat16" || dtype == "float16";
+  };
+  int along = 0;
+  for (const RowInput& in : plan.inputs) {
+    if (!in.per_element || in.segmented) continue;
+    if (!narrow(in.dtype)) return false;
+    ++along;
+  }
+  for (const RowOutput& out : plan.outputs) {
+    if (!out.per_element) continue;
+    if (!narrow(out.dtype)) return false;
+    ++along;
+  }
+  return along > 0;
 }
 
 /// Whether an input of the plan is read element by element at an index of its own (segmented):
@@ -1637,10 +1669,10 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       "    const int64_t i0 = live ? sa_index(row, 1, I) : 0;\n" +
       quad_body(plan) + "  }\n}\n\n";
   source +=
-      "// Contiguous rows (I == 1, 4 | R, aligned): a row's TY threads (a block's, or with TY ==\n"
-      "// 32, a warp's, TX rows to a block) read it 4 elements at a time, NV runs each, into\n"
-      "// registers that every pass then reads.\n"
-      "template <int TX, int TY, int NV>\n"
+      "// Contiguous rows (I == 1, RW | R, aligned): a row's TY threads (a block's, or with TY\n"
+      "// == 32, a warp's, TX rows to a block) read it RW elements at a time (4, or 8 of a 16-bit\n"
+      "// type: 16 bytes), NV runs each, into registers that every pass then reads.\n"
+      "template <int TX, int TY, int NV, int RW>\n"
       "static __global__ void __launch_bounds__(TX * TY) fused_rows_cached(" +
       params + ") {\n" + shared +
       "  constexpr bool LANES = true;\n"
@@ -1761,12 +1793,12 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
       args +
       ");\n"
       "  return (int)cudaGetLastError();\n}\n\n"
-      "template <int TX, int TY, int NV>\n"
+      "template <int TX, int TY, int NV, int RW>\n"
       "static int launch_cached(" +
       params +
       ", cudaStream_t stream) {\n"
       "  const int64_t blocks = (O + TX - 1) / TX;\n"
-      "  fused_rows_cached<TX, TY, NV><<<sa_grid(blocks), TX * TY, 0, "
+      "  fused_rows_cached<TX, TY, NV, RW><<<sa_grid(blocks), TX * TY, 0, "
       "stream>>>(" +
       args +
       ");\n"
@@ -1775,19 +1807,26 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
   // The cached and streamed walks need every tensor read or written along the rows to be
   // 4-aligned, and each segmented input to hold its value for runs of 4; the cached walk, rows
   // that registers hold. The quad walk reads no segmented input.
-  std::string aligned = "I == 1 && R % 4 == 0";
-  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-    if (!plan.inputs[k].per_element) continue;
-    if (plan.inputs[k].segmented) {
-      aligned += " && in" + n(k) + "_div_r % 4 == 0";
-      continue;
+  // Runs of 8 (the wide cached shapes) need the same of 8.
+  const auto aligned_to = [&](int width) {
+    const std::string w = n(width);
+    std::string s = "I == 1 && R % " + w + " == 0";
+    for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+      if (!plan.inputs[k].per_element) continue;
+      if (plan.inputs[k].segmented) {
+        s += " && in" + n(k) + "_div_r % " + w + " == 0";
+        continue;
+      }
+      s += " && in" + n(k) + "_step == 1 && in" + n(k) + "_stride_o % " + w +
+           " == 0 && sa_aligned<" + w + ">(in" + n(k) + "_data)";
     }
-    aligned += " && in" + n(k) + "_step == 1 && in" + n(k) +
-               "_stride_o % 4 == 0 && sa_aligned<4>(in" + n(k) + "_data)";
-  }
-  for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
-    if (plan.outputs[j].per_element) aligned += " && sa_aligned<4>(out" + n(j) + ")";
-  }
+    for (std::size_t j = 0; j < plan.outputs.size(); ++j) {
+      if (plan.outputs[j].per_element) s += " && sa_aligned<" + w + ">(out" + n(j) + ")";
+    }
+    return s;
+  };
+  const std::string aligned = aligned_to(4);
+  const bool wide = sixteen_bit_rows(plan);
   // The quad walk needs each input read along the rows to run along four neighbouring rows
   // (16-byte aligned) or to be the same for all four, and each output written along them to be
   // aligned.
@@ -1811,11 +1850,16 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     longest = std::max(longest, cached_reach(shape));
     if (!fits_registers(shape, held)) continue;
     const std::string call = "launch_cached<" + n(shape.rows) + ", " + n(shape.threads) + ", " +
-                             n(shape.runs) + ">(" + args + ", s)";
+                             n(shape.runs) + ", 4>(" + args + ", s)";
     const std::string reach = n(cached_reach(shape));
     chosen +=
         "    case " + n(c) + ": if (cached && R <= " + reach + ") return " + call + "; break;\n";
     by_length += "    if (R <= " + reach + ") return " + call + ";\n";
+    if (wide && has_wide_twin(c)) {  // the same reach and registers in runs of 8
+      chosen += "    case " + n(kWideCachedConfig + c) + ": if (cached8 && R <= " + reach +
+                ") return launch_cached<" + n(shape.rows) + ", " + n(shape.threads) + ", " +
+                n(shape.runs / 2) + ", 8>(" + args + ", s); break;\n";
+    }
   }
   std::string streamed_by_length;
   for (std::size_t c = 0; c < std::size(kStreamedThreads); ++c) {
@@ -1870,10 +1914,9 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
             aligned +
             ";\n"
             "  const bool cached = streamed && R <= " +
-            n(longest) +
-            ";\n"
-            "  const bool quads = " +
-            quads +
+            n(longest) + ";\n" +
+            (wide ? "  const bool cached8 = cached && " + aligned_to(8) + ";\n" : "") +
+            "  const bool quads = " + quads +
             ";\n"
             "  const bool clustered = streamed && !cached && sa_clusters();\n"
             "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
@@ -2051,6 +2094,17 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
       if (c < kCachedDeep ? configs.size() >= 3 : 2 * R <= reach) continue;
       configs.push_back({static_cast<int>(c), "rows " + n(shape.rows) + " x " + n(shape.threads) +
                                                   " threads x " + n(shape.runs) + " runs of 4"});
+    }
+    // The first two shapes' wide twins, in runs of 8, where they have runs to halve.
+    if (sixteen_bit_rows(plan) && R % 8 == 0) {
+      const std::size_t narrow = std::min<std::size_t>(configs.size(), 2);
+      for (std::size_t k = 0; k < narrow; ++k) {
+        if (!has_wide_twin(configs[k].id)) continue;
+        const CachedShape& shape = kCachedShapes[configs[k].id];
+        configs.push_back({kWideCachedConfig + configs[k].id,
+                           "rows " + n(shape.rows) + " x " + n(shape.threads) + " threads x " +
+                               n(shape.runs / 2) + " runs of 8"});
+      }
     }
     if (!configs.empty()) return configs;
     // The clustered walk where a segment fits a block's shared memory: the default shape

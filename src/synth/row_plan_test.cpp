@@ -76,7 +76,7 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
       << one;
   // One row input held: rows up to 32768 elements stay in registers; longer ones are streamed,
   // 4 elements at a time; strided or unaligned rows take the strided walk.
-  EXPECT_NE(one.find("if (R <= 32768) return launch_cached<1, 512, 16>("), std::string::npos);
+  EXPECT_NE(one.find("if (R <= 32768) return launch_cached<1, 512, 16, 4>("), std::string::npos);
   EXPECT_NE(one.find("if (streamed) {\n    if (R >= 8192) return launch_streamed<512>("),
             std::string::npos);
   EXPECT_NE(one.find("return launch_strided<1, 512>("), std::string::npos);
@@ -86,9 +86,42 @@ TEST(SynthRowPlan, CudaKeepsContiguousAlignedRowsInRegistersAsFarAsTheyFit) {
   RowPlan norm;
   ASSERT_TRUE(plan_rows(g, &norm).ok());
   const std::string three = row_kernel_source(norm, "cuda");
-  EXPECT_NE(three.find("if (R <= 16384) return launch_cached<1, 512, 8>("), std::string::npos);
+  EXPECT_NE(three.find("if (R <= 16384) return launch_cached<1, 512, 8, 4>("), std::string::npos);
   EXPECT_EQ(three.find("if (R <= 32768)"), std::string::npos);
-  EXPECT_EQ(three.find("launch_cached<1, 1024, 4>("), std::string::npos);  // over 64 registers
+  EXPECT_EQ(three.find("launch_cached<1, 1024, 4, 4>("), std::string::npos);  // over 64 registers
+}
+
+TEST(SynthRowPlan, SixteenBitRowsAlsoOfferTheTunerRunsOf8Elements) {
+  // A bfloat16 layer norm: x, weight, bias and the output all 16-bit along the rows. Each of
+  // the first two cached shapes has a twin in half as many runs of 8 (16 bytes a load), behind
+  // a check that every tensor along the rows is aligned to 8 elements; the default is unchanged.
+  json doc = layer_norm(8, 4096);
+  for (json& in : doc["inputs"]) in["dtype"] = "bfloat16";
+  doc["nodes"][0]["dtype"] = "bfloat16";
+  RowPlan wide;
+  ASSERT_TRUE(plan_rows(read(doc), &wide).ok());
+  const std::vector<KernelConfig> configs = row_configs(wide, "cuda");
+  std::vector<std::string> of8;
+  for (const KernelConfig& c : configs) {
+    if (c.label.find("runs of 8") != std::string::npos) of8.push_back(c.label);
+  }
+  ASSERT_EQ(of8.size(), 2u);
+  EXPECT_EQ(configs.front().label.find("runs of 8"), std::string::npos);
+  const std::string source = row_kernel_source(wide, "cuda");
+  EXPECT_NE(source.find("const bool cached8 = cached && I == 1 && R % 8 == 0 && in0_step == 1 && "
+                        "in0_stride_o % 8 == 0 && sa_aligned<8>(in0_data)"),
+            std::string::npos)
+      << source;
+  EXPECT_NE(source.find("sa_aligned<8>(in2_data) && sa_aligned<8>(out0);"), std::string::npos);
+  EXPECT_NE(source.find("if (cached8 && R <= 4096) return launch_cached<1, 256, 2, 8>("),
+            std::string::npos);
+  expect_a_case_for_each(source, configs, "if (");
+  // Float32 rows read 16 bytes in runs of 4 already: no twins, no check.
+  RowPlan narrow;
+  ASSERT_TRUE(plan_rows(read(layer_norm(8, 4096)), &narrow).ok());
+  for (const KernelConfig& c : row_configs(narrow, "cuda"))
+    EXPECT_EQ(c.label.find("runs of 8"), std::string::npos) << c.label;
+  EXPECT_EQ(row_kernel_source(narrow, "cuda").find("cached8"), std::string::npos);
 }
 
 TEST(SynthRowPlan, RowsLongerThanTheRegistersHoldAreKeptInAClustersSharedMemory) {
