@@ -256,3 +256,16 @@ def test_the_model_profiles_the_reference_at_the_evaluations_sizes(agent, task):
     # The task's three ops, by self time.
     assert all(op in shrunk for op in ("aten::mul", "aten::add", "aten::relu"))
     assert "model.py on cpu: rows 256\n" in full and "gpuGetDeviceCount" not in full
+
+
+def test_the_models_evaluations_run_at_the_episodes_sizes(agent, task):
+    script = [{"tool_calls": [call("Bash", command="python utils/verify.py --json")]},
+              {"tool_calls": [call("Bash", command="python utils/verify.py --json --shrink 2")]}]
+    with ScriptedServer(script) as server:
+        e = agent.episode(task, server.url, "--stage", "compile", "--shrink", "4")
+    # Each output: the evaluation's JSON record, then what the command tool adds after it.
+    shrunk, chosen = (json.JSONDecoder().raw_decode(c["output"], c["output"].index("{"))[0]
+                      for c in e.tool_outputs())
+    assert shrunk["settings"]["shrink"] == 4
+    assert chosen["settings"]["shrink"] == 2
+
