@@ -116,6 +116,10 @@ RlCommands::RlCommands(CLI::App* app, const std::string& default_device)
   a.serve->add_option("--shrink", o.shrink, "divide the tasks' SCALABLE_SIZES by this by default")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  a.serve->add_flag_callback(
+      "--tf32", [service = &o] { service->precision = "tf32"; },
+      "evaluate in TF32 by default (a request's \"precision\" says otherwise): cuBLAS and cuDNN "
+      "may take the candidate's fp32 GEMMs and convolutions in it; the baselines stay fp32");
   a.serve->add_option("--recipe", o.recipe, "default reward recipe: " + recipe_names())
       ->capture_default_str();
   a.serve->add_option("--evaluate-timeout", o.evaluate_timeout_s, "seconds per evaluation")

@@ -83,6 +83,11 @@ Status parse_work_request(const std::string& kind, const std::string& body,
     return Status::InvalidArgument("\"shrink\" must be an integer from 1 to 1048576");
   }
   r->shrink = shrink.get<int>();
+  const json precision = j.value("precision", json(options.precision));
+  if (precision != "fp32" && precision != "tf32") {
+    return Status::InvalidArgument("\"precision\" must be \"fp32\" or \"tf32\"");
+  }
+  r->precision = precision.get<std::string>();
   if (kind == "evaluate") {
     const auto files = j.find("files");
     if (files == j.end() || !files->is_object()) {
@@ -160,6 +165,7 @@ std::vector<std::string> work_argv(const WorkRequest& r, const ServiceOptions& o
     if (!r.api_key_env.empty()) argv.insert(argv.end(), {"--api-key-env", r.api_key_env});
   }
   argv.insert(argv.end(), {"--json", "--device", o.device, "--shrink", std::to_string(r.shrink)});
+  if (r.precision == "tf32") argv.push_back("--tf32");
   return argv;
 }
 

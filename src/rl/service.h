@@ -46,6 +46,7 @@ struct ServiceOptions {
   int max_queue = 64;                     // work waiting for a slot beyond this is refused (503)
   std::size_t max_body_bytes = 16u << 20;
   int shrink = 1;                    // unless a request says otherwise
+  std::string precision = "fp32";    // unless a request says otherwise: fp32 or tf32 (--tf32)
   std::string recipe = "discrete";   // unless a request says otherwise
   double evaluate_timeout_s = 3600;  // one evaluation, compile to reward
   double rollout_timeout_s = 7200;   // one episode, all its turns and evaluations
@@ -66,6 +67,7 @@ struct WorkRequest {
   std::map<std::string, std::string> files;  // evaluate: path in the workspace -> text
   std::string recipe;
   int shrink = 1;
+  std::string precision = "fp32";  // the candidate's: fp32, or tf32 (EvalOptions::precision)
   // rollout
   std::string endpoint, model, api_key_env;
   int max_turns = 0;  // 0: optimize's default

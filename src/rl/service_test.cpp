@@ -46,6 +46,34 @@ TEST(ServiceRequests, AnEvaluationNamesATaskAndHandsInModelNewAndKernels) {
   EXPECT_EQ(at("--device"), "cuda");
   EXPECT_EQ(at("--shrink"), "4");
   EXPECT_NE(std::find(argv.begin(), argv.end(), "--json"), argv.end());
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--tf32"), argv.end());  // fp32 by default
+}
+
+TEST(ServiceRequests, ARequestMayAskForTf32AndTheServiceMayDefaultToIt) {
+  const json body = {{"task", "level1/001_relu"}, {"files", {{"model_new.py", "m"}}}};
+  const auto asks_tf32 = [](const WorkRequest& r) {
+    const std::vector<std::string> argv = work_argv(r, ServiceOptions{}, "/w/w1");
+    return std::find(argv.begin(), argv.end(), "--tf32") != argv.end();
+  };
+  WorkRequest r;
+  json tf32 = body;
+  tf32["precision"] = "tf32";
+  ASSERT_TRUE(parse_work_request("evaluate", tf32.dump(), kTasks, ServiceOptions{}, &r).ok());
+  EXPECT_EQ(r.precision, "tf32");
+  EXPECT_TRUE(asks_tf32(r));
+  ServiceOptions defaults;
+  defaults.precision = "tf32";
+  ASSERT_TRUE(parse_work_request("evaluate", body.dump(), kTasks, defaults, &r).ok());
+  EXPECT_TRUE(asks_tf32(r));
+  json fp32 = body;
+  fp32["precision"] = "fp32";
+  ASSERT_TRUE(parse_work_request("evaluate", fp32.dump(), kTasks, defaults, &r).ok());
+  EXPECT_FALSE(asks_tf32(r));
+  EXPECT_NE(refusal("evaluate", {{"task", "level1/001_relu"},
+                                 {"files", {{"model_new.py", "m"}}},
+                                 {"precision", "fp16"}})
+                .find("\"precision\" must be"),
+            std::string::npos);
 }
 
 TEST(ServiceRequests, WhatIsWrongWithABodyIsSaid) {
