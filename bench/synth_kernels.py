@@ -19,6 +19,7 @@ table says which tasks it found errors in, and sanitize_kernels.json keeps its f
 import argparse
 import concurrent.futures
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -277,7 +278,8 @@ def main() -> int:
                                int(shrink))))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", default=[], help="level/name ids, in this order")
+    parser.add_argument("--only", nargs="*", default=[],
+                        help="level/name ids (prepared in this order, timed as each is ready)")
     parser.add_argument("--suite", type=Path, default=ROOT / "tasks",
                         help="a folder of level folders of tasks (bench/walk_tasks: tasks that "
                              "take each row walk)")
@@ -316,12 +318,17 @@ def main() -> int:
         print(f"{'task':48} {'outcome':12} {'eager ms':>9} {'compile ms':>10} {'ours ms':>8} "
               f"{'vs eager':>8} {'vs compile':>10}  configuration", flush=True)
     rows = []
+    order = {f"{t.parent.name}/{t.stem}": k for k, t in enumerate(tasks)}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        prepared = {t: pool.submit(prepare, t, args, work) for t in todo}
-        for task in tasks:
-            row = (json.loads(kept[task].read_text()) if task not in prepared
-                   else measure(prepared[task].result(), args, work))
+        prepared = [pool.submit(prepare, t, args, work) for t in todo]
+        kept_rows = (json.loads(kept[t].read_text()) for t in tasks if t not in todo)
+        # Each task is timed as soon as it is prepared, so that the GPU does not wait on one slow
+        # preparation while others are ready; the JSON keeps the suite's order.
+        fresh_rows = (measure(f.result(), args, work)
+                      for f in concurrent.futures.as_completed(prepared))
+        for row in itertools.chain(kept_rows, fresh_rows):
             rows.append(row)
+            rows.sort(key=lambda r: order[r["id"]])
             if row.get("full_size"):
                 print(f"{row['id']}: ran at full size, not 1/{args.shrink}: the task names no "
                       "SCALABLE_SIZES", flush=True)
