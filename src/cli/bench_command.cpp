@@ -8,6 +8,7 @@
 
 #include "bench/bench.h"
 #include "cli/exit_status.h"
+#include "cli/precision_flag.h"
 #include "eval/reward.h"
 #include "report/metrics.h"
 #include "rl/export.h"
@@ -73,10 +74,8 @@ BenchCommands::BenchCommands(CLI::App* app, const std::string& default_device)
                   "divide each task's SCALABLE_SIZES constants by this")
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
-    c->add_flag_callback(
-        "--tf32", [settings = &a.settings] { settings->precision = "tf32"; },
-        "let cuBLAS and cuDNN take the candidates' fp32 GEMMs and convolutions in TF32 (eager "
-        "and torch.compile stay in full fp32; the run and its results record it)");
+    add_tf32_flag(c, &a.settings.precision, "in every episode",
+                  "the run and its results record it");
     c->add_option("--tune", a.settings.tune, "synth: auto, always or off")
         ->check(CLI::IsMember({"auto", "always", "off"}))
         ->capture_default_str();

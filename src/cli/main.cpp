@@ -9,6 +9,7 @@
 #include "cli/bench_command.h"
 #include "cli/exit_status.h"
 #include "cli/optimize_command.h"
+#include "cli/precision_flag.h"
 #include "cli/rl_commands.h"
 #include "cli/tasks_command.h"
 #include "eval/evaluator.h"
@@ -117,10 +118,7 @@ int run(int argc, char** argv) {
                    "same computation; the sizes used are recorded)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  eval->add_flag_callback(
-      "--tf32", [&options] { options.precision = "tf32"; },
-      "let cuBLAS and cuDNN take the candidate's fp32 GEMMs and convolutions in TF32 (eager and "
-      "torch.compile stay in full fp32; the result records it)");
+  add_tf32_flag(eval, &options.precision, "", "the result records it");
   eval->add_option("--verify-sets", options.verify_sets, "fresh random input sets checked")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();

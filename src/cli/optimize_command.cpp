@@ -13,6 +13,7 @@
 #include "agent/skill.h"
 #include "agent/trajectory.h"
 #include "cli/exit_status.h"
+#include "cli/precision_flag.h"
 #include "eval/evaluator.h"
 #include "llm/client.h"
 #include "llm/replay_client.h"
@@ -260,10 +261,7 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
       ->add_option("--shrink", a.eval.shrink, "divide the task's SCALABLE_SIZES constants by this")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  a.command->add_flag_callback(
-      "--tf32", [args = args_.get()] { args->eval.precision = "tf32"; },
-      "let cuBLAS and cuDNN take the candidate's fp32 GEMMs and convolutions in TF32 in every "
-      "evaluation (eager and torch.compile stay in full fp32; the results record it)");
+  add_tf32_flag(a.command, &a.eval.precision, "in every evaluation", "the results record it");
   a.command->add_option("--workspace", a.workspace,
                         "the episode's folder (default ~/.cache/cuda-agent/episodes/TASK-POLICY)");
   a.command

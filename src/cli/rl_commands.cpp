@@ -7,6 +7,7 @@
 #include "agent/trajectory.h"
 #include "bench/bench.h"
 #include "cli/exit_status.h"
+#include "cli/precision_flag.h"
 #include "eval/reward.h"
 #include "rl/export.h"
 #include "rl/service.h"
@@ -116,10 +117,8 @@ RlCommands::RlCommands(CLI::App* app, const std::string& default_device)
   a.serve->add_option("--shrink", o.shrink, "divide the tasks' SCALABLE_SIZES by this by default")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  a.serve->add_flag_callback(
-      "--tf32", [service = &o] { service->precision = "tf32"; },
-      "evaluate in TF32 by default (a request's \"precision\" says otherwise): cuBLAS and cuDNN "
-      "may take the candidate's fp32 GEMMs and convolutions in it; the baselines stay fp32");
+  add_tf32_flag(a.serve, &o.precision, "by default (a request's \"precision\" says otherwise)",
+                "the results record it");
   a.serve->add_option("--recipe", o.recipe, "default reward recipe: " + recipe_names())
       ->capture_default_str();
   a.serve->add_option("--evaluate-timeout", o.evaluate_timeout_s, "seconds per evaluation")
