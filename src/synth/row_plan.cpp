@@ -1510,6 +1510,11 @@ bool fits_registers(const CachedShape& shape, int cached) {
   return cached * 4 * shape.runs + 32 <= budget;
 }
 
+/// A cached walk's launch configuration, for people.
+std::string cached_label(int rows, int threads, int runs, int width) {
+  return "rows " + n(rows) + " x " + n(threads) + " threads x " + n(runs) + " runs of " + n(width);
+}
+
 /// Whether cached shape c has a wide twin: a block's shape (not a warp's, whose rows are short),
 /// not a deep one, of an even number of runs.
 bool has_wide_twin(std::size_t c) {
@@ -2092,8 +2097,8 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
       const long long reach = cached_reach(shape);
       if (!fits_registers(shape, held) || reach < R) continue;
       if (c < kCachedDeep ? configs.size() >= 3 : 2 * R <= reach) continue;
-      configs.push_back({static_cast<int>(c), "rows " + n(shape.rows) + " x " + n(shape.threads) +
-                                                  " threads x " + n(shape.runs) + " runs of 4"});
+      configs.push_back(
+          {static_cast<int>(c), cached_label(shape.rows, shape.threads, shape.runs, 4)});
     }
     // The first two shapes' wide twins, in runs of 8, where they have runs to halve.
     if (sixteen_bit_rows(plan) && R % 8 == 0) {
@@ -2102,8 +2107,7 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
         if (!has_wide_twin(configs[k].id)) continue;
         const CachedShape& shape = kCachedShapes[configs[k].id];
         configs.push_back({kWideCachedConfig + configs[k].id,
-                           "rows " + n(shape.rows) + " x " + n(shape.threads) + " threads x " +
-                               n(shape.runs / 2) + " runs of 8"});
+                           cached_label(shape.rows, shape.threads, shape.runs / 2, 8)});
       }
     }
     if (!configs.empty()) return configs;
