@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call's worth of kernel work: times the synthesizer's kernels for the tasks in
-# $KERNEL_TASKS beside eager and torch.compile (synth_kernels.py, at most $KERNEL_S seconds;
-# CONFIGS=1: every launch configuration), runs each configuration of the kernels of the tasks in
+# $KERNEL_TASKS ("all": the whole built-in suite) beside eager and torch.compile (synth_kernels.py,
+# at most $KERNEL_S seconds; CONFIGS=1: every launch configuration), runs each configuration of the kernels of the tasks in
 # $SANITIZE_TASKS once under compute-sanitizer's $SANITIZE tool (memcheck by default; at most
 # $SANITIZE_S seconds), then the tasks in $SUITE_TASKS through the evaluator (synth_suite.py, at
 # most $SUITE_S seconds), leaving tables and JSON under $OUT.
@@ -18,15 +18,19 @@ work=$(mktemp -d)
 if [ -n "${KERNEL_TASKS:-}" ]; then
   # Task rows kept in bench/results/kernels/synth-kernels-work (carried back in) are not redone.
   kernels=bench/results/kernels
-  OUT=$kernels timeout "${KERNEL_S:-420}" python3 bench/synth_kernels.py --jobs "${JOBS:-15}" \
-    --reps "${REPS:-15}" ${CONFIGS:+--configs} --only $KERNEL_TASKS > "$results/synth_kernels.txt" 2>&1
+  only=(--only $KERNEL_TASKS)
+  [ "$KERNEL_TASKS" = all ] && only=()
+  OUT=$kernels timeout "${KERNEL_S:-420}" python3 bench/synth_kernels.py --jobs "${JOBS:-8}" \
+    --gpu-jobs "${GPU_JOBS:-3}" --reps "${REPS:-15}" ${CONFIGS:+--configs} "${only[@]}" \
+    > "$results/synth_kernels.txt" 2>&1
   echo "synth_kernels: exit $?"
   cp "$kernels/synth_kernels.json" "$results/" 2>/dev/null
   tar czf "$results/synth-kernels-rows.tgz" -C "$kernels" --exclude episodes synth-kernels-work
 fi
 if [ -n "${SANITIZE_TASKS:-}" ]; then
   OUT=$work timeout "${SANITIZE_S:-240}" python3 bench/synth_kernels.py --jobs "${JOBS:-15}" \
-    --sanitize "${SANITIZE:-memcheck}" --only $SANITIZE_TASKS > "$results/sanitize_kernels.txt" 2>&1
+    --gpu-jobs "${GPU_JOBS:-3}" --sanitize "${SANITIZE:-memcheck}" --only $SANITIZE_TASKS \
+    > "$results/sanitize_kernels.txt" 2>&1
   echo "sanitize: exit $?"
   cp "$work/sanitize_kernels.json" "$results/" 2>/dev/null
 fi

@@ -7,6 +7,11 @@ script for working on the kernels; the figures that count are synth_suite.py's, 
 evaluator. Writes synth_kernels.json; each task's row is kept in synth-kernels-work so that a run
 cut short resumes (--fresh starts over).
 
+Several tasks are prepared at once (--jobs: capture, code, nvcc) and several children run at once
+(--gpu-jobs: start-up, inputs, torch.compile's compile), but a child checks and times only while
+it holds a lock on the GPU that the run's children share, so one task is timed at a time and the
+GPU never waits on a compile.
+
 With --sanitize TOOL nothing is timed: each task's kernels are built with line information and
 every launch configuration is run once and checked under compute-sanitizer's TOOL (memcheck for
 out-of-bounds and misaligned accesses, racecheck for shared-memory races, initcheck, synccheck),
@@ -18,6 +23,8 @@ table says which tasks it found errors in, and sanitize_kernels.json keeps its f
 """
 import argparse
 import concurrent.futures
+import contextlib
+import fcntl
 import importlib.util
 import itertools
 import json
@@ -26,18 +33,38 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 from common import ROOT, binary, geomean, results_dir, suite_tasks
 
 LIB_ENV = "CUDA_AGENT_KERNEL_LIB"
+GPU_LOCK_ENV = "SYNTH_KERNELS_GPU_LOCK"
+
+
+@contextlib.contextmanager
+def gpu_turn():
+    """The GPU to this process alone among the run's children (an exclusive lock on the file
+    that $SYNTH_KERNELS_GPU_LOCK names; no lock when it is unset). The lock goes with the
+    process, so a child that crashes holding it frees it."""
+    path = os.environ.get(GPU_LOCK_ENV)
+    if not path:
+        yield
+        return
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink: int) -> dict:
     """Runs in its own process: correctness and times of one task's candidate in each of its
-    launch configurations (reps 0: only compile the reference with torch.compile and run it
-    once, which fills inductor's caches). The task's sizes are shrunk as the candidate's were
+    launch configurations (reps -1: the checks alone). Start-up, the inputs, the reference's
+    outputs and torch.compile's compile happen before the child takes its turn on the GPU; the
+    checks and the timed calls during it. The task's sizes are shrunk as the candidate's were
     (its parameters have the shapes captured at that size)."""
     import torch
 
@@ -93,27 +120,17 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
             correct = correct and same
         return correct, worst
 
-    # A task that names no SCALABLE_SIZES runs at full size whatever the shrink.
-    row = {"full_size": shrink > 1 and not sizes}
-    with torch.no_grad():
-        expected = as_list(reference(*inputs))
+    def checked_and_timed(row: dict, expected: list, compiled) -> dict:
         # Each configuration is checked; one that is wrong is not timed.
         checked = {}
         for config in configs or [{"id": -1, "label": "default"}]:
             use(config["id"])
             checked[config["label"]] = (config["id"], *check(expected))
-            if reps == 0:
-                break
         default = next(iter(checked.values()))
         row.update(correct=default[1], max_abs_diff=default[2],
                    wrong_configs=[label for label, c in checked.items() if not c[1]])
-        del expected
+        del expected[:]
         if reps < 0:  # under the sanitizer: the checks alone
-            torch.cuda.synchronize()
-            return row
-        compiled = torch.compile(reference)
-        if reps == 0:
-            compiled(*inputs)
             torch.cuda.synchronize()
             return row
         flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
@@ -141,20 +158,32 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
             for label in timed:
                 use(checked[label][0])
                 rounds[label].append(median_ms(candidate))
-    best = {k: min(v) for k, v in rounds.items()}
-    row.update(eager_ms=best.pop("eager_ms"), compile_ms=best.pop("compile_ms"))
-    row["config_ms"] = best
-    if best:
-        first = next(iter(checked))
-        row["default_ms"] = best.get(first)
-        row["config"] = min(best, key=best.get)
-        row["candidate_ms"] = best[row["config"]]
-    return row
+        best = {k: min(v) for k, v in rounds.items()}
+        row.update(eager_ms=best.pop("eager_ms"), compile_ms=best.pop("compile_ms"))
+        row["config_ms"] = best
+        if best:
+            first = next(iter(checked))
+            row["default_ms"] = best.get(first)
+            row["config"] = min(best, key=best.get)
+            row["candidate_ms"] = best[row["config"]]
+        return row
+
+    # A task that names no SCALABLE_SIZES runs at full size whatever the shrink.
+    row = {"full_size": shrink > 1 and not sizes}
+    with torch.no_grad():
+        expected = as_list(reference(*inputs))
+        compiled = None
+        if reps >= 0:
+            compiled = torch.compile(reference)
+            compiled(*inputs)  # the compile, while another child may be timed
+        torch.cuda.synchronize()
+        with gpu_turn():
+            return checked_and_timed(row, expected, compiled)
 
 
 def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
-    """Writes and builds the candidate, then warms torch.compile's caches for the task (this
-    part runs several tasks at once). The row so far: "lib" set, or an outcome."""
+    """Writes and builds the candidate (several tasks at once, no GPU). The row so far: "lib"
+    set, or an outcome."""
     level = task.parent.name
     row = {"id": f"{level}/{task.stem}", "level": level, "shrink": args.shrink}
     workspace = work / "episodes" / f"{level}-{task.stem}"
@@ -179,12 +208,6 @@ def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
     if built.returncode != 0:
         return dict(row, outcome="compile_error", reason=built.stderr[-300:])
     row.update(workspace=str(workspace), lib=str(lib))
-    if args.sanitize:
-        return row  # nothing to warm: torch.compile is not run
-    try:
-        run_child(row, 0, args.task_timeout)
-    except (subprocess.TimeoutExpired, RuntimeError):
-        pass  # the timed run meets the same problem and reports it
     return row
 
 
@@ -195,13 +218,16 @@ class SanitizerFound(RuntimeError):
     """compute-sanitizer reported errors; the message names the first."""
 
 
-def run_child(row: dict, reps: int, timeout: int, sanitize: str = "") -> dict:
+def run_child(row: dict, reps: int, timeout: int, sanitize: str = "", lock: str = "") -> dict:
     """The child's row (reps -1: the checks alone). With sanitize, the child runs under that
-    compute-sanitizer tool, and errors it reports are a RuntimeError naming the first."""
+    compute-sanitizer tool, and errors it reports are a RuntimeError naming the first. With lock,
+    the child checks and times only while it holds that file's lock."""
     workspace = Path(row["workspace"])
     env = dict(os.environ)
-    if reps == 0:  # warm-ups run several at once: inductor's compile workers would oversubscribe
-        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
+    # Several children compile at once: inductor's compile workers would oversubscribe the CPUs.
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "4")
+    if lock:
+        env[GPU_LOCK_ENV] = lock
     log = workspace / "sanitizer.log"
     prefix = (["compute-sanitizer", "--tool", sanitize, "--error-exitcode",
                str(SANITIZER_FOUND), "--print-limit", "10", "--log-file", str(log)]
@@ -223,12 +249,12 @@ def run_child(row: dict, reps: int, timeout: int, sanitize: str = "") -> dict:
     return json.loads(lines[-1])
 
 
-def measure(row: dict, args: argparse.Namespace, work: Path) -> dict:
-    """Times a prepared candidate (one task at a time) and keeps its row."""
+def measure(row: dict, args: argparse.Namespace, work: Path, lock: str) -> dict:
+    """Times a prepared candidate (timed one task at a time: lock) and keeps its row."""
     if "lib" in row:
         try:
             row.update(run_child(row, -1 if args.sanitize else args.reps, args.task_timeout,
-                                 args.sanitize))
+                                 args.sanitize, "" if args.sanitize else lock))
         except subprocess.TimeoutExpired:
             return dict(row, outcome="timeout", reason=f"past {args.task_timeout} s")  # not kept
         except SanitizerFound as error:
@@ -289,6 +315,9 @@ def main() -> int:
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--task-timeout", type=int, default=300)
     parser.add_argument("--jobs", type=int, default=8, help="tasks prepared at once")
+    parser.add_argument("--gpu-jobs", type=int, default=3,
+                        help="children at once: each starts, makes its inputs and compiles "
+                             "beside the others, and is timed alone")
     parser.add_argument("--fresh", action="store_true")
     parser.add_argument("--configs", action="store_true",
                         help="time every launch configuration the kernels take (what the tuner "
@@ -310,8 +339,8 @@ def main() -> int:
     tasks = suite_tasks(args.suite, args.levels, args.only)
     kept = {t: work / f"{t.parent.name}-{t.stem}.json" for t in tasks}
     todo = [t for t in tasks if not kept[t].exists()]
-    print(f"preparing {len(todo)} task(s), {args.jobs} at a time; each timed once it is ready",
-          flush=True)
+    print(f"preparing {len(todo)} task(s), {args.jobs} at a time, {args.gpu_jobs} on the GPU at "
+          "a time; each timed alone once it is ready", flush=True)
     if args.sanitize:
         print(f"{'task':48} {'outcome':12} {args.sanitize}'s first reports", flush=True)
     else:
@@ -319,13 +348,20 @@ def main() -> int:
               f"{'vs eager':>8} {'vs compile':>10}  configuration", flush=True)
     rows = []
     order = {f"{t.parent.name}/{t.stem}": k for k, t in enumerate(tasks)}
+    lock = str(work / "gpu.lock")
+    children = threading.BoundedSemaphore(max(1, args.gpu_jobs))
+
+    def prepared_and_measured(task: Path) -> dict:
+        row = prepare(task, args, work)
+        with children:  # the GPU's memory holds a few tasks' inputs at a time
+            return measure(row, args, work, lock)
+
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        prepared = [pool.submit(prepare, t, args, work) for t in todo]
+        done = [pool.submit(prepared_and_measured, t) for t in todo]
         kept_rows = (json.loads(kept[t].read_text()) for t in tasks if t not in todo)
-        # Each task is timed as soon as it is prepared, so that the GPU does not wait on one slow
+        # Each task is timed as soon as it is ready, so that the GPU does not wait on one slow
         # preparation while others are ready; the JSON keeps the suite's order.
-        fresh_rows = (measure(f.result(), args, work)
-                      for f in concurrent.futures.as_completed(prepared))
+        fresh_rows = (f.result() for f in concurrent.futures.as_completed(done))
         for row in itertools.chain(kept_rows, fresh_rows):
             rows.append(row)
             rows.sort(key=lambda r: order[r["id"]])
