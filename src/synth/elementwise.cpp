@@ -249,7 +249,9 @@ std::string cpu_rows(const ElementwisePlan& plan, const std::string& params,
 std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::string& device) {
   const bool cuda = device == "cuda";
   // The output is walked as rows of `cols` elements; in a row, each input is either a run of
-  // cols contiguous elements (step 1) or one element (step 0), starting at row ((r / div) % mod).
+  // cols contiguous elements (step 1) or one element (step 0), starting at ((r / div) % mod) *
+  // pitch: cols for contiguous memory, a view's row stride for a view read in place, 1 for one
+  // element.
   std::string params, args, row_setup, loads;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     std::string n = std::to_string(k);
@@ -260,10 +262,11 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
   args += "out, rows, cols";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     std::string n = std::to_string(k);
-    params += ", int64_t div" + n + ", int64_t mod" + n + ", int64_t step" + n;
-    args += ", div" + n + ", mod" + n + ", step" + n;
+    params +=
+        ", int64_t div" + n + ", int64_t mod" + n + ", int64_t step" + n + ", int64_t pitch" + n;
+    args += ", div" + n + ", mod" + n + ", step" + n + ", pitch" + n;
     row_setup += "    const " + element_type(plan.input_dtypes[k]) + "* row" + n + " = in" + n +
-                 "_data + sa_index(r, div" + n + ", mod" + n + ") * (step" + n + " ? cols : 1);\n";
+                 "_data + sa_index(r, div" + n + ", mod" + n + ") * pitch" + n + ";\n";
     loads += "      const float in" + n + " = sa_load(step" + n + " ? row" + n + "[c] : row" + n +
              "[0]);\n";
   }
@@ -288,7 +291,8 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     std::string constants, vector_loads, body_v, aligned;
     for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
       std::string n = std::to_string(k);
-      aligned += " && (!step" + n + " || sa_aligned<" + width + ">(in" + n + "_data))";
+      aligned += " && (!step" + n + " || (sa_aligned<" + width + ">(in" + n + "_data) && pitch" +
+                 n + " % " + width + " == 0))";
       if (plan.input_full[k]) {  // always a contiguous run along the row (step 1)
         constants += "    float x" + n + "[U][V];\n";
         vector_loads += "        sa_load_v<V>(row" + n + " + c + u * span, x" + n + "[u]);\n";
@@ -433,9 +437,9 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
               ", void* stream) {\n"
               "  if (rows == 0 || cols == 0) return 0;\n"
               "  cudaStream_t s = (cudaStream_t)stream;\n"
-              "  // Rows start at multiples of cols, so " +
-              width +
-              " | cols and aligned bases align every row.\n"
+              "  // Rows start at multiples of their pitch, so " +
+              width + " | cols, " + width +
+              " | each pitch and aligned bases align every row.\n"
               "  if (cols % " +
               width + " == 0 && sa_aligned<" + width + ">(out)" + aligned + ") return launch_v<" +
               width + ">(" + args +
@@ -458,76 +462,128 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
                   "lib = load()\nfused_elementwise = lib.bind(\"fused_elementwise\", ";
   for (std::size_t k = 0; k <= plan.inputs.size(); ++k) s += "\"tensor\", ";
   s += "\"i64\", \"i64\"";
-  for (std::size_t k = 0; k < plan.inputs.size(); ++k) s += ", \"i64\", \"i64\", \"i64\"";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) s += ", \"i64\", \"i64\", \"i64\", \"i64\"";
   s += ", \"stream\")\n" + model_config_source("fused_elementwise") + "\n\n";
-  s += "def broadcast_shape(*shapes):\n"
-       "    \"\"\"The shape the inputs broadcast to (numpy's rule), from their sizes alone.\"\"\"\n"
-       "    rank = max(len(shape) for shape in shapes)\n"
-       "    out = [1] * rank\n"
-       "    for shape in shapes:\n"
-       "        for k, size in enumerate(shape):\n"
-       "            position = rank - len(shape) + k\n"
-       "            if size != 1:\n"
-       "                out[position] = size\n"
-       "    return out\n\n\n"
-       "MAX_COLS = 16384\n\n\n"
-       "def row_layout(shapes, out):\n"
-       "    \"\"\"How the kernel walks out: (rows, cols, [(div, mod, step) per input]). Rows are "
-       "the\n"
-       "    longest run of out's trailing sizes across which every input is either contiguous\n"
-       "    (step 1, starting at row (r // div) % mod) or constant (step 0).\"\"\"\n"
-       "    total = 1\n"
-       "    for size in out:\n"
-       "        total *= size\n"
-       "    spans = []\n"
-       "    for shape in shapes:\n"
-       "        count = 1\n"
-       "        for size in shape:\n"
-       "            count *= size\n"
-       "        offset = len(out) - len(shape)\n"
-       "        last = max((offset + k for k, size in enumerate(shape) if size != 1), default=-1)\n"
-       "        inner = 1\n"
-       "        for size in out[last + 1:]:\n"
-       "            inner *= size\n"
-       "        spans.append((inner, count))\n"
-       "    # Row lengths to try: out's trailing products and their halvings, longest first up to\n"
-       "    # MAX_COLS (rows enough to spread over every core or multiprocessor).\n"
-       "    candidates = {1}\n"
-       "    for split in range(len(out)):\n"
-       "        cols = 1\n"
-       "        for size in out[split:]:\n"
-       "            cols *= size\n"
-       "        while cols > 1:\n"
-       "            candidates.add(cols)\n"
-       "            if cols % 2:\n"
-       "                break\n"
-       "            cols //= 2\n"
-       "    fits = [c for c in candidates if c <= MAX_COLS] or [min(candidates)]\n"
-       "    for cols in sorted(fits, reverse=True):\n"
-       "        layout = []\n"
-       "        for inner, count in spans:\n"
-       "            if inner == 1 and count % cols == 0:\n"
-       "                layout.append((1, count // cols, 1))\n"
-       "            elif inner % cols == 0:\n"
-       "                layout.append((inner // cols, count, 0))\n"
-       "            else:\n"
-       "                break\n"
-       "        if len(layout) == len(spans):\n"
-       "            return total // cols, cols, layout\n"
-       "    return total, 1, [(inner, count, 0) for inner, count in spans]  # one element a "
-       "row\n\n\n";
+  s +=
+      "def broadcast_shape(*shapes):\n"
+      "    \"\"\"The shape the inputs broadcast to (numpy's rule), from their sizes alone.\"\"\"\n"
+      "    rank = max(len(shape) for shape in shapes)\n"
+      "    out = [1] * rank\n"
+      "    for shape in shapes:\n"
+      "        for k, size in enumerate(shape):\n"
+      "            position = rank - len(shape) + k\n"
+      "            if size != 1:\n"
+      "                out[position] = size\n"
+      "    return out\n\n\n"
+      "MAX_COLS = 16384\n\n\n"
+      "def pitch_of(shape, stride):\n"
+      "    \"\"\"0 for a tensor in contiguous memory; for a view whose last dim is contiguous and\n"
+      "    whose other dims are one run of rows (a slice, a chunk, a select), the elements from\n"
+      "    one row's start to the next; None for any other layout.\"\"\"\n"
+      "    dims = [(size, step) for size, step in zip(shape, stride) if size != 1]\n"
+      "    expected = 1\n"
+      "    for size, step in reversed(dims):\n"
+      "        if step != expected:\n"
+      "            break\n"
+      "        expected *= size\n"
+      "    else:\n"
+      "        return 0\n"
+      "    if shape[-1] == 1 or dims[-1][1] != 1:\n"
+      "        return None\n"
+      "    if any(a[1] != b[1] * b[0] for a, b in zip(dims[:-1], dims[1:-1])):\n"
+      "        return None\n"
+      "    return dims[-2][1]\n\n\n"
+      "def row_layout(shapes, strides, out):\n"
+      "    \"\"\"How the kernel walks out: (rows, cols, [(div, mod, step, pitch) per input]). "
+      "Rows\n"
+      "    are the longest run of out's trailing sizes across which every input is either\n"
+      "    contiguous (step 1, starting at row (r // div) % mod) or constant (step 0). A view "
+      "read\n"
+      "    in place (its rows pitch apart) has out's shape, and the kernel's rows are its "
+      "rows.\"\"\"\n"
+      "    total = 1\n"
+      "    for size in out:\n"
+      "        total *= size\n"
+      "    spans, pitches = [], []\n"
+      "    for shape, stride in zip(shapes, strides):\n"
+      "        count = 1\n"
+      "        for size in shape:\n"
+      "            count *= size\n"
+      "        offset = len(out) - len(shape)\n"
+      "        last = max((offset + k for k, size in enumerate(shape) if size != 1), default=-1)\n"
+      "        inner = 1\n"
+      "        for size in out[last + 1:]:\n"
+      "            inner *= size\n"
+      "        spans.append((inner, count))\n"
+      "        pitch = pitch_of(shape, stride)\n"
+      "        if pitch is None or (pitch and list(shape) != list(out)):\n"
+      "            raise ValueError(f\"the kernel cannot read a tensor of shape {tuple(shape)} \"\n"
+      "                             f\"and strides {tuple(stride)} in place\")\n"
+      "        pitches.append(pitch)\n"
+      "    viewed = {out[-1] for pitch in pitches if pitch}  # the only row length views allow\n"
+      "    # Row lengths to try: out's trailing products and their halvings, longest first up to\n"
+      "    # MAX_COLS (rows enough to spread over every core or multiprocessor).\n"
+      "    candidates = {1}\n"
+      "    for split in range(len(out)):\n"
+      "        cols = 1\n"
+      "        for size in out[split:]:\n"
+      "            cols *= size\n"
+      "        while cols > 1:\n"
+      "            candidates.add(cols)\n"
+      "            if cols % 2:\n"
+      "                break\n"
+      "            cols //= 2\n"
+      "    fits = viewed or [c for c in candidates if c <= MAX_COLS] or [min(candidates)]\n"
+      "    for cols in sorted(fits, reverse=True):\n"
+      "        layout = []\n"
+      "        for (inner, count), pitch in zip(spans, pitches):\n"
+      "            if inner == 1 and count % cols == 0:\n"
+      "                layout.append((1, count // cols, 1, pitch or cols))\n"
+      "            elif inner % cols == 0:\n"
+      "                layout.append((inner // cols, count, 0, 1))\n"
+      "            else:\n"
+      "                break\n"
+      "        if len(layout) == len(spans):\n"
+      "            return total // cols, cols, layout\n"
+      "    if viewed:\n"
+      "        raise ValueError(f\"no rows of {out} suit the inputs of shapes {shapes}\")\n"
+      "    return total, 1, [(inner, count, 0, 1) for inner, count in spans]  # one element a "
+      "row\n\n\n";
 
   s += model_class_head(graph, plan.inputs) +
        "        out_shape = broadcast_shape(*[t.shape for t in inputs])\n"
        "        out = torch.empty(out_shape, dtype=torch." +
        plan.output_dtype +
        ", device=inputs[0].device)\n"
-       "        rows, cols, layout = row_layout([list(t.shape) for t in inputs], out_shape)\n"
+       "        rows, cols, layout = row_layout([list(t.shape) for t in inputs],\n"
+       "                                        [t.stride() for t in inputs], out_shape)\n"
        "        fused_elementwise(*inputs, out, rows, cols, *[n for entry in layout for n in "
        "entry])\n"
        "        return out" +
        graph.output_view + "\n";
   return s;
+}
+
+bool elementwise_reads_in_place(const ElementwisePlan& plan, std::size_t k, const TensorType& t) {
+  if (t.stride.empty()) return true;  // not recorded: as made
+  if (t.stride.size() != t.shape.size() || k >= plan.input_full.size()) return false;
+  // model_new.py's pitch_of, on the captured strides.
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (size, stride), sizes 1 dropped
+  for (std::size_t d = 0; d < t.shape.size(); ++d) {
+    if (t.shape[d] != 1) dims.emplace_back(t.shape[d], t.stride[d]);
+  }
+  std::int64_t expected = 1;
+  bool contiguous = true;
+  for (std::size_t d = dims.size(); d-- > 0;) {
+    contiguous = contiguous && dims[d].second == expected;
+    expected *= dims[d].first;
+  }
+  if (contiguous) return true;
+  if (!plan.input_full[k] || t.shape.back() == 1 || dims.back().second != 1) return false;
+  for (std::size_t d = 0; d + 2 < dims.size(); ++d) {
+    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) return false;
+  }
+  return true;
 }
 
 Status synthesize_elementwise(const Graph& graph, const std::string& device, Candidate* candidate) {

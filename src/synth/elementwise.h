@@ -42,6 +42,11 @@ struct ElementwisePlan {
 /// cannot take (those are left to the synthesizer's other plans).
 Status plan_elementwise(const Graph& graph, ElementwisePlan* plan);
 
+/// Whether the kernel reads input k of the plan in place when it has type t: contiguous, or a
+/// view of the output's shape whose last dim is contiguous and whose other dims are one run of
+/// rows (a slice, a chunk, a select: model_new.py passes the rows' pitch).
+bool elementwise_reads_in_place(const ElementwisePlan& plan, std::size_t k, const TensorType& t);
+
 /// The kernel source, kernels/fused_elementwise.cpp ("cpu") or .cu ("cuda"), whose entry is
 /// extern "C" int fused_elementwise(inputs..., float* out, int64_t n, (int64_t inner,
 /// int64_t count) per input, void* stream).

@@ -154,9 +154,11 @@ TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
   ElementwisePlan plan;
   ASSERT_TRUE(plan_elementwise(read(affine_chain(64, 32)), &plan).ok());
   const std::string source = elementwise_kernel_source(plan, "cuda");
-  // A broadcast input (step 0) is read one element at a time whatever its address.
+  // A broadcast input (step 0) is read one element at a time whatever its address; the rows of
+  // one read along them start at multiples of its pitch (a view's row stride).
   EXPECT_NE(source.find("if (cols % 4 == 0 && sa_aligned<4>(out) && (!step0 || "
-                        "sa_aligned<4>(in0_data)) && (!step1 || sa_aligned<4>(in1_data))"),
+                        "(sa_aligned<4>(in0_data) && pitch0 % 4 == 0)) && (!step1 || "
+                        "(sa_aligned<4>(in1_data) && pitch1 % 4 == 0))"),
             std::string::npos)
       << source;
   EXPECT_NE(source.find("return launch_v<4>("), std::string::npos);
@@ -292,6 +294,32 @@ TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
   s = plan_elementwise(read(gap), &plan);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("does not broadcast"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
+
+namespace cuda_agent::synth {
+namespace {
+
+TEST(SynthElementwise, AViewOfTheOutputsShapeWithContiguousRowsIsReadInPlace) {
+  ElementwisePlan plan;
+  plan.input_full = {true, false};
+  const auto typed = [](std::vector<std::int64_t> shape, std::vector<std::int64_t> stride) {
+    TensorType t;
+    t.shape = std::move(shape);
+    t.stride = std::move(stride);
+    return t;
+  };
+  EXPECT_TRUE(elementwise_reads_in_place(plan, 0, typed({4, 6, 8}, {48, 8, 1})));    // contiguous
+  EXPECT_TRUE(elementwise_reads_in_place(plan, 0, typed({4, 6, 8}, {144, 24, 1})));  // a chunk
+  EXPECT_TRUE(elementwise_reads_in_place(plan, 0, typed({4, 1, 8}, {40, 8, 1})));    // a select
+  EXPECT_FALSE(elementwise_reads_in_place(plan, 0, typed({4, 6, 8}, {48, 1, 6})));   // transposed
+  EXPECT_FALSE(elementwise_reads_in_place(plan, 0, typed({4, 6, 8}, {96, 8, 1})));   // rows apart
+  EXPECT_FALSE(elementwise_reads_in_place(plan, 0, typed({4, 6, 1}, {48, 8, 1})));   // no row
+  // A broadcast input is read whole or one element a row: only contiguous.
+  EXPECT_TRUE(elementwise_reads_in_place(plan, 1, typed({6, 8}, {8, 1})));
+  EXPECT_FALSE(elementwise_reads_in_place(plan, 1, typed({6, 8}, {24, 1})));
 }
 
 }  // namespace

@@ -413,6 +413,31 @@ Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::stri
   return Status::InvalidArgument(join(refusals, "; "));
 }
 
+/// Whether the row or elementwise kernel planned for kernel's step reads the step's strided
+/// read in place, as its captured strides lay it out.
+bool reads_in_place(const Graph& graph, const Kernel& kernel, int read) {
+  const auto& reads = kernel.step.reads;
+  const auto at = std::find(reads.begin(), reads.end(), read);
+  const auto& types = graph.values[read].results;
+  if (at == reads.end() || types.size() != 1) return false;
+  const int value = static_cast<int>(at - reads.begin());  // the read's index in step_graph
+  const Graph sub = step_graph(graph, kernel.step);
+  if (kernel.entry == "fused_rows") {
+    RowPlan plan;
+    if (!plan_rows(sub, &plan).ok()) return false;
+    for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+      if (plan.inputs[k].value == value) return rows_read_in_place(plan, k, types[0]);
+    }
+    return false;
+  }
+  ElementwisePlan plan;
+  if (!plan_elementwise(sub, &plan).ok()) return false;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    if (plan.inputs[k] == value) return elementwise_reads_in_place(plan, k, types[0]);
+  }
+  return false;
+}
+
 /// text with every whole-word use of the entry's name given a suffix: the kernel's extern "C"
 /// functions, its _config setter and model_new.py's bindings of them.
 std::string renamed(const std::string& text, const std::string& entry, const std::string& suffix) {
@@ -626,8 +651,13 @@ Status synthesize_pipeline(const Graph& graph, const std::string& device, Candid
         problems.push_back("the run " + join(names, ", ") + " fits no kernel plan: " + refusal);
         break;
       }
-      // The pooling and scan kernels read any strided view through its strides: no copy.
+      // The pooling and scan kernels read any strided view through its strides: no copy. The
+      // row and elementwise kernels read in place the views whose layouts they walk.
       if (kernel.entry == "fused_pool" || kernel.entry == "fused_scan") kernel.step.copied.clear();
+      if (kernel.entry == "fused_rows" || kernel.entry == "fused_elementwise") {
+        std::erase_if(kernel.step.copied,
+                      [&](int read) { return reads_in_place(graph, kernel, read); });
+      }
       made.push_back(std::move(kernel));
       first = last;
     }

@@ -278,6 +278,35 @@ TEST(Pipeline, APixelShuffleIsACopyAndAPoolingWithItsOpsAKernelStep) {
       << viewed.files["model_new.py"];
 }
 
+TEST(Pipeline, TheRowAndElementwiseKernelsReadInPlaceTheViewsTheirLayoutsWalk) {
+  // x (6, 5, 16) sliced to its last dim's elements 3..10: rows of 8, 16 apart.
+  const auto sliced = [](const json& after, const std::vector<std::int64_t>& shape) {
+    json doc = graph({tensor_input("x", "input", {6, 5, 16})},
+                     {node("s", "aten.slice.Tensor", {ref("x"), 2, 3, 11}, {6, 5, 8}),
+                      node("out", after["target"], after["args"], shape)},
+                     {"out"});
+    doc["nodes"][0]["stride"] = json::array({80, 16, 1});
+    Candidate c;
+    Status s = synthesize_pipeline(read(doc), "cpu", &c);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return c.files["model_new.py"];
+  };
+  // Elementwise: the slice's rows are the kernel's rows, each 16 elements after the last.
+  std::string model =
+      sliced({{"target", "aten.relu.default"}, {"args", json::array({ref("s")})}}, {6, 5, 8});
+  EXPECT_EQ(model.find("synth_copy"), std::string::npos) << model;
+  EXPECT_NE(model.find("v_out = self._kernels[0](v_s)"), std::string::npos) << model;
+  // Rows along the last dim, or down the middle one: each group of dims is one run of memory.
+  for (int dim : {2, 1}) {
+    model = sliced({{"target", "aten.sum.dim_IntList"}, {"args", {ref("s"), {dim}}}},
+                   dim == 2 ? std::vector<std::int64_t>{6, 5} : std::vector<std::int64_t>{6, 8});
+    EXPECT_EQ(model.find("synth_copy"), std::string::npos) << model;
+  }
+  // Summed over dim 0, the rows' inner dims (5, 8) are not one run: the kernel reads a copy.
+  model = sliced({{"target", "aten.sum.dim_IntList"}, {"args", {ref("s"), {0}}}}, {5, 8});
+  EXPECT_NE(model.find("c_s = synth_copy.contiguous(v_s)"), std::string::npos) << model;
+}
+
 TEST(Pipeline, ParametersOfAModuleListKeepTheirKeys) {
   // experts.0.weight and experts.1.weight: ModelNew holds an nn.ModuleList, so its state_dict
   // has the task's keys and the reference's weights load.

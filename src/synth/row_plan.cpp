@@ -1608,8 +1608,12 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
         "(step))\n";
     source +=
         std::string(kExpressionHelpers) + dtype_helpers(device) + kIndexHelper + kArgHelpers + "\n";
-    // kUnit: the rows are contiguous (I == 1), so every input read along them has step 1,
-    // known at compile time, and the passes vectorise.
+    // kUnit: the rows are contiguous (I == 1) and every input read along them has step 1 (a
+    // view read in place may not), known at compile time, and the passes vectorise.
+    std::string unit = "I == 1";
+    for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+      if (plan.inputs[k].per_element) unit += " && in" + n(k) + "_step == 1";
+    }
     source += cpu_config_source("fused_rows");
     source += "template <bool kUnit>\nstatic void rows_of(" + params +
               ") {\n"
@@ -1621,8 +1625,8 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
     source += "extern \"C\" int fused_rows(" + params +
               ", void* /*stream*/) {\n"
               "  sa_apply_config();\n"
-              "  if (I == 1) rows_of<true>(" +
-              args +
+              "  if (" +
+              unit + ") rows_of<true>(" + args +
               ");\n"
               "  else rows_of<false>(" +
               args +
@@ -1957,6 +1961,30 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
 
 namespace cuda_agent::synth {
 
+bool rows_read_in_place(const RowPlan& plan, std::size_t k, const TensorType& t) {
+  if (t.stride.empty()) return true;  // not recorded: as made
+  if (k >= plan.inputs.size()) return false;
+  const RowInput& in = plan.inputs[k];
+  if (t.stride.size() != t.shape.size() || in.dims.size() != t.shape.size()) return false;
+  std::vector<std::int64_t> v(plan.rank, 1), vs(plan.rank, 0);
+  for (std::size_t j = 0; j < t.shape.size(); ++j) {
+    v[in.dims[j]] = t.shape[j];
+    vs[in.dims[j]] = t.stride[j];
+  }
+  const int groups[3][2] = {{0, plan.first_reduced},
+                            {plan.first_reduced, plan.last_reduced + 1},
+                            {plan.last_reduced + 1, plan.rank}};
+  for (const auto& [lo, hi] : groups) {
+    int previous = -1;  // the group's last dim of size other than 1 so far
+    for (int d = lo; d < hi; ++d) {
+      if (v[d] == 1) continue;
+      if (previous >= 0 && vs[previous] != vs[d] * v[d]) return false;
+      previous = d;
+    }
+  }
+  return true;
+}
+
 std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   std::string dims, per_element, segmented, outputs;
   std::size_t segments = 0;
@@ -2004,18 +2032,20 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "OUTPUTS = (" +
       outputs +
       ")\n\n\n"
-      "def row_layout(shapes):\n"
+      "def row_layout(shapes, strides):\n"
       "    \"\"\"(output shapes, O, R, I, per input (div_o, mod_o, stride_o, div_i, mod_i, "
       "stride_i,\n"
-      "    step), then (div_r, mod_r) per segmented input) for inputs of these shapes: each group\n"
-      "    of dims (outer, reduced, inner) reads an input at ((index // div) % mod) * "
-      "stride.\"\"\"\n"
-      "    virtual = []\n"
-      "    for shape, dims in zip(shapes, INPUT_DIMS):\n"
-      "        v = [1] * RANK\n"
-      "        for size, d in zip(shape, dims):\n"
-      "            v[d] = size\n"
+      "    step), then (div_r, mod_r) per segmented input) for inputs of these shapes and strides\n"
+      "    (in elements): each group of dims (outer, reduced, inner) reads an input at\n"
+      "    ((index // div) % mod) * stride, so an input's dims in a group must be one run of\n"
+      "    memory; a view that is (a slice, a chunk, a select) is read in place.\"\"\"\n"
+      "    virtual, virtual_strides = [], []\n"
+      "    for shape, stride, dims in zip(shapes, strides, INPUT_DIMS):\n"
+      "        v, vs = [1] * RANK, [0] * RANK\n"
+      "        for size, step, d in zip(shape, stride, dims):\n"
+      "            v[d], vs[d] = size, step\n"
       "        virtual.append(v)\n"
+      "        virtual_strides.append(vs)\n"
       "    full = [max(v[d] for v in virtual) for d in range(RANK)]\n"
       "    if any(v[d] not in (1, full[d]) for v in virtual for d in range(RANK)):\n"
       "        raise ValueError(f\"inputs of shapes {shapes} do not broadcast together\")\n"
@@ -2023,9 +2053,9 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "    O, R, I = (math.prod(full[lo:hi]) for lo, hi in groups)\n"
       "    params = []\n"
       "    segments = []  # (div_r, mod_r) of each input read at an index of its own\n"
-      "    for v, per_element, segmented, shape in zip(virtual, PER_ELEMENT, SEGMENTED, "
-      "shapes):\n"
-      "        strides = [math.prod(v[d + 1:]) for d in range(RANK)]\n"
+      "    for v, vs, per_element, segmented, shape in zip(virtual, virtual_strides, "
+      "PER_ELEMENT,\n"
+      "                                                    SEGMENTED, shapes):\n"
       "        entry = []\n"
       "        for lo, hi in groups:\n"
       "            present = [d for d in range(lo, hi) if v[d] != 1]\n"
@@ -2036,8 +2066,12 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
       "            if any(v[d] != full[d] for d in range(first, last + 1)):\n"
       "                raise ValueError(f\"an input of shape {shape} is broadcast inside a "
       "group\")\n"
+      "            if any(vs[a] != vs[b] * v[b] for a, b in zip(present, present[1:])):\n"
+      "                raise ValueError(f\"an input of shape {shape} is not one run of memory "
+      "over \"\n"
+      "                                 f\"the dims {present} of its strides {vs}\")\n"
       "            entry.append((math.prod(full[last + 1:hi]), math.prod(v[first:last + 1]),\n"
-      "                          strides[last]))\n"
+      "                          vs[last]))\n"
       "        (div_o, mod_o, stride_o), (div_r, mod_r, step), (div_i, mod_i, stride_i) = entry\n"
       "        if step and not segmented and (div_r != 1 or mod_r != R):\n"
       "            raise ValueError(f\"an input of shape {shape} covers part of a row\")\n"
@@ -2057,9 +2091,8 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   std::vector<int> reads;
   for (const RowInput& in : plan.inputs) reads.push_back(in.value);
   s += model_class_head(graph, reads) +
-       "        if not all(t.is_contiguous() for t in inputs):\n"
-       "            raise ValueError(\"the row kernel reads contiguous inputs\")\n"
-       "        out_shapes, O, R, I, params = row_layout(tuple(tuple(t.shape) for t in inputs))\n"
+       "        out_shapes, O, R, I, params = row_layout(tuple(tuple(t.shape) for t in inputs),\n"
+       "                                                 tuple(t.stride() for t in inputs))\n"
        "        outs = [torch.empty(shape, dtype=dtype, device=inputs[0].device)\n"
        "                for shape, (_, dtype) in zip(out_shapes, OUTPUTS)]\n"
        "        fused_rows(*inputs, *outs, O, R, I, *params)\n"

@@ -92,6 +92,11 @@ struct RowPlan {
 /// plan cannot take.
 Status plan_rows(const Graph& graph, RowPlan* plan);
 
+/// Whether the kernel reads input k of the plan in place when it has type t: where its dims in
+/// each group (outer, reduced, inner) are one run of memory, as model_new.py's row_layout
+/// requires at run time (a slice, a chunk or a select of a contiguous tensor, say).
+bool rows_read_in_place(const RowPlan& plan, std::size_t k, const TensorType& t);
+
 /// kernels/fused_rows.cpp ("cpu") or .cu ("cuda"): extern "C" int fused_rows(inputs...,
 /// outputs..., int64_t O, int64_t R, int64_t I, (div_o, mod_o, stride_o, div_i, mod_i, stride_i,
 /// step) per input, (div_r, mod_r) per segmented input, void* stream).

@@ -554,3 +554,39 @@ TEST(SynthRowPlan, TheTunerAlsoTriesDeepShapesThatCoverTheRowWithoutIdleThreads)
 
 }  // namespace
 }  // namespace cuda_agent::synth
+
+namespace cuda_agent::synth {
+namespace {
+
+TEST(SynthRowPlan, AViewIsReadInPlaceWhereEachGroupOfItsDimsIsOneRunOfMemory) {
+  // Sums over dim 1 of (4, 6, 8): groups (4), (6), (8); over dim 0: (), (4), (6, 8).
+  const auto plan_of = [](int dim) {
+    RowPlan plan;
+    const std::vector<std::int64_t> out =
+        dim == 1 ? std::vector<std::int64_t>{4, 8} : std::vector<std::int64_t>{6, 8};
+    EXPECT_TRUE(
+        plan_rows(read(graph({tensor_input("x", "input", {4, 6, 8})},
+                             {node("s", "aten.sum.dim_IntList", {ref("x"), {dim}}, out)}, {"s"})),
+                  &plan)
+            .ok());
+    return plan;
+  };
+  const auto typed = [](std::vector<std::int64_t> stride) {
+    TensorType t;
+    t.shape = {4, 6, 8};
+    t.stride = std::move(stride);
+    return t;
+  };
+  const RowPlan middle = plan_of(1), first = plan_of(0);
+  // Half of a (4, 6, 16) chunked along the last dim: rows 16 apart.
+  EXPECT_TRUE(rows_read_in_place(middle, 0, typed({96, 16, 1})));
+  EXPECT_FALSE(rows_read_in_place(first, 0, typed({96, 16, 1})));  // (6, 8) is not one run
+  // Permuted dims read through their strides, each alone in its group.
+  EXPECT_TRUE(rows_read_in_place(middle, 0, typed({1, 4, 24})));
+  EXPECT_FALSE(rows_read_in_place(first, 0, typed({1, 4, 24})));
+  EXPECT_TRUE(rows_read_in_place(first, 0, typed({1, 32, 4})));  // (6, 8) one run, 4 apart
+  EXPECT_TRUE(rows_read_in_place(first, 0, typed({48, 8, 1})));  // contiguous
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
