@@ -207,9 +207,11 @@ const std::map<std::string, std::string>& library_calls() {
   return calls;
 }
 
-bool is_library(const Op& op) {
+/// A GEMM or a convolution the library runs; a depthwise convolution runs in the window kernel
+/// with the ops around it instead (about twice as fast as cuDNN's: bench/README.md).
+bool is_library(const Graph& graph, const Op& op) {
   return (op.op_class == OpClass::kGemm || op.op_class == OpClass::kConvolution) &&
-         library_calls().count(op.name);
+         library_calls().count(op.name) && !is_depthwise_convolution(graph, op);
 }
 
 bool is_view(const Op& op) { return op.op_class == OpClass::kLayout && view_ops().count(op.name); }
@@ -283,7 +285,7 @@ std::string step_expression(const Graph& graph, const Op& op,
   for (const auto& [key, value] : op.kwargs.items()) {
     keywords.push_back(key + "=" + python_argument(graph, value, copies, problem));
   }
-  if (is_library(op)) {
+  if (is_library(graph, op)) {
     // torch.matmul of a vector is aten::mv, no library GEMM to the guard: the vector as a
     // one-column (or one-row) matrix makes it aten::mm, and a view drops that dim again.
     if (op.name == "matmul" && args.size() == 2 && op.inputs.size() == 2) {
@@ -481,8 +483,8 @@ void fill_step(const Graph& graph, PipelineStep* step) {
 
 /// Whether op is of a kind that is a step of its own: a library call, a view, a copy or an
 /// allocation.
-bool step_kind(const Op& op) {
-  return is_library(op) || is_copy(op) || is_allocation(op) || is_view(op);
+bool step_kind(const Graph& graph, const Op& op) {
+  return is_library(graph, op) || is_copy(op) || is_allocation(op) || is_view(op);
 }
 
 /// Whether op is a step of its own rather than an op of a kernel run. An item of a result that
@@ -492,7 +494,7 @@ bool own_step(const Graph& graph, const Op& op) {
     const int maker = graph.values[op.inputs[0]].op;
     if (maker >= 0 && !own_step(graph, graph.ops[maker])) return false;
   }
-  return step_kind(op);
+  return step_kind(graph, op);
 }
 
 /// The graph's ops in the order the pipeline runs them: each step of its own as early as it
@@ -530,21 +532,21 @@ Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
     const Op& op = graph.ops[k];
     // An item of a result the run makes (max's values) is the run's to pick.
     const bool run_item = op.name == "getitem" && !op.inputs.empty() && in_run.count(op.inputs[0]);
-    if (step_kind(op) && !run_item) {
+    if (step_kind(graph, op) && !run_item) {
       if (const char* problem = computes(graph, op)) problems.push_back(op.target + problem);
       in_run.clear();
       PipelineStep step;
-      step.kind = is_library(op) ? PipelineStep::Kind::kLibrary
-                  : is_copy(op)  ? PipelineStep::Kind::kCopy
-                                 : PipelineStep::Kind::kView;
+      step.kind = is_library(graph, op) ? PipelineStep::Kind::kLibrary
+                  : is_copy(op)         ? PipelineStep::Kind::kCopy
+                                        : PipelineStep::Kind::kView;
       step.ops = {k};
       if (reshapes_strided(graph, op)) step.copied = {op.inputs[0]};
-      if (is_library(op)) step.copied = library_copies(graph, op);
+      if (is_library(graph, op)) step.copied = library_copies(graph, op);
       steps->push_back(std::move(step));
       continue;
     }
     if (op.op_class == OpClass::kUnsupported || op.op_class == OpClass::kGemm ||
-        op.op_class == OpClass::kConvolution) {
+        (op.op_class == OpClass::kConvolution && !is_depthwise_convolution(graph, op))) {
       problems.push_back(op.target + " (" + op_class_name(op.op_class) + ") fits no step");
       continue;
     }

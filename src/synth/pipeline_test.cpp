@@ -121,6 +121,39 @@ TEST(Pipeline, ConvolutionsAndViewsAreStepsOfTheirOwn) {
   EXPECT_NE(model.find("v_relu = self._kernels[0](v_flatten)"), std::string::npos) << model;
 }
 
+TEST(Pipeline, ADepthwiseConvolutionRunsInTheWindowKernelAndTheNextInTheLibrary) {
+  // depthwise conv2d (groups = 8, weight (8, 1, 3, 3)) -> pointwise conv2d -> relu.
+  json doc = graph({tensor_input("x", "input", {2, 8, 16, 16}),
+                    tensor_input("p_dw", "parameter", {8, 1, 3, 3}, "depthwise.weight"),
+                    tensor_input("p_pw", "parameter", {16, 8, 1, 1}, "pointwise.weight")},
+                   {node("dw", "aten.conv2d.default",
+                         {ref("x"), ref("p_dw"), nullptr, json::array({1, 1}), json::array({1, 1}),
+                          json::array({1, 1}), 8},
+                         {2, 8, 16, 16}),
+                    node("pw", "aten.conv2d.default", {ref("dw"), ref("p_pw")}, {2, 16, 16, 16}),
+                    node("relu", "aten.relu.default", {ref("pw")}, {2, 16, 16, 16})},
+                   {"relu"});
+  for (const std::string device : {"cpu", "cuda"}) {
+    Candidate c;
+    Status s = synthesize_pipeline(read(doc), device, &c);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::string& model = c.files["model_new.py"];
+    EXPECT_NE(model.find("v_dw = self._kernels[0](x, self.depthwise.weight)"), std::string::npos)
+        << model;
+    EXPECT_NE(model.find("F.conv2d(v_dw, self.pointwise.weight)"), std::string::npos) << model;
+    EXPECT_TRUE(
+        c.files.count(device == "cuda" ? "kernels/fused_pool_k0.cu" : "kernels/fused_pool_k0.cpp"));
+  }
+  // Two groups of four channels each is no depthwise convolution: the library's.
+  doc["nodes"][0]["args"][6] = 2;
+  doc["inputs"][1]["shape"] = json::array({8, 4, 3, 3});
+  Candidate grouped;
+  ASSERT_TRUE(synthesize_pipeline(read(doc), "cpu", &grouped).ok());
+  EXPECT_NE(grouped.files["model_new.py"].find("F.conv2d(x, self.depthwise.weight"),
+            std::string::npos)
+      << grouped.files["model_new.py"];
+}
+
 TEST(Pipeline, WhatNoStepTakesIsNamed) {
   std::vector<PipelineStep> steps;
   // One fused run alone: the one-kernel plans are for that.

@@ -165,6 +165,10 @@ bool read_window(const Graph& graph, const Op& op, int rank, PoolPlan* plan,
 
 }  // namespace
 
+bool is_depthwise_convolution(const Graph& graph, const Op& op) {
+  return window_kind(graph, op).first == "depthwise";
+}
+
 Status plan_pool(const Graph& graph, PoolPlan* plan) {
   PoolPlan p;
   std::vector<std::string> problems;

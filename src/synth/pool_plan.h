@@ -49,6 +49,10 @@ struct PoolPlan {
   std::vector<std::int64_t> output_shape;  // at capture: what the tuner classes the task by
 };
 
+/// Whether op is a depthwise convolution of a weight the task holds (groups = channels, weight
+/// (C, 1, ...)), which the window kernel computes: a pipeline runs it there, not in the library.
+bool is_depthwise_convolution(const Graph& graph, const Op& op);
+
 /// The plan for graph, or an InvalidArgument that names each op or argument it cannot take.
 Status plan_pool(const Graph& graph, PoolPlan* plan);
 

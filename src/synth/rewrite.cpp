@@ -7,6 +7,7 @@
 
 #include "synth/expression.h"
 #include "synth/model_source.h"
+#include "synth/pool_plan.h"
 
 namespace cuda_agent::synth {
 namespace {
@@ -605,11 +606,13 @@ bool is_16_bit(const std::string& dtype) { return dtype == "bfloat16" || dtype =
 /// Only where something follows: a GEMM whose value is an output is left alone. A 16-bit bias
 /// stays in the library's epilogue (rounded once, as eager does); a 16-bit convolution with a
 /// bias is left alone, as its bias is a separate torch kernel. Torch's matmul folds batch dims
-/// only where they merge by a view; other layouts are left alone too.
+/// only where they merge by a view; other layouts are left alone too. A depthwise convolution
+/// is left to the window kernel, which computes it with the ops around it.
 bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
   for (std::size_t k = 0; k < g->ops.size(); ++k) {
     const Op op = g->ops[k];  // a copy: values and ops change below
     if (op.op_class != OpClass::kGemm && op.op_class != OpClass::kConvolution) continue;
+    if (is_depthwise_convolution(*g, op)) continue;
     const Value made = g->values[op.value];
     if (made.results.size() != 1) continue;
     if (std::find(g->outputs.begin(), g->outputs.end(), op.value) != g->outputs.end()) continue;

@@ -308,6 +308,25 @@ def test_views_are_read_in_place_where_the_kernel_can_walk_them(agent, tmp_path,
     assert ("synth_copy.contiguous(" not in model) == in_place, model
 
 
+def test_a_depthwise_convolution_before_a_pointwise_one_runs_in_the_window_kernel(agent,
+                                                                                  tmp_path):
+    # The depthwise convolution with its bias and a ReLU6 in one window kernel, the pointwise
+    # one in the library, the last ReLU6 a kernel of its own.
+    task = tmp_path / "depthwise_pointwise.py"
+    task.write_text(SMALL_TASK.format(
+        parameters="        self.dw = nn.Conv2d(6, 6, 3, padding=1, groups=6)\n"
+                   "        self.pw = nn.Conv2d(6, 10, 1)\n",
+        body="return F.relu6(self.pw(F.relu6(self.dw(x))))", batch=4,
+        inputs="torch.randn(batch, 6, 13, 11)"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, why(result, r)
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    model = (tmp_path / "ws" / "model_new.py").read_text()
+    assert "self._kernels[0](x, self.dw.weight, self.dw.bias)" in model, model
+    assert "F.conv2d(v_relu6, self.pw.weight, self.pw.bias)" in model, model
+    assert (tmp_path / "ws" / "kernels" / "fused_pool_k0.cpp").exists()
+
+
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")
