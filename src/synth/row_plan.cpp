@@ -1389,6 +1389,9 @@ struct StridedShape {
 constexpr StridedShape kStridedShapes[] = {{64, 8},  {32, 8},  {128, 4}, {32, 16}, {1, 512},
                                            {1, 256}, {1, 128}, {1, 32},  {256, 2}, {512, 1}};
 constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..15, strided 100..109
+/// Contiguous rows up to this long are also offered to the tuner a thread a row (the strided
+/// shapes of 512 x 1 and 256 x 2 threads).
+constexpr long long kThreadRowMaxLength = 64;
 
 /// The quad walk's block shapes (config ids 300..): TX quads of rows side by side, TY threads
 /// each. On an H200 the shapes from 16 x 32 to 256 x 2 summed (96, 2048, 4096) over dim 1
@@ -2141,6 +2144,14 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
         const CachedShape& shape = kCachedShapes[configs[k].id];
         configs.push_back({kWideCachedConfig + configs[k].id,
                            cached_label(shape.rows, shape.threads, shape.runs / 2, 8)});
+      }
+    }
+    // Rows of a few elements: a warp a row leaves most lanes idle, so the tuner also tries a
+    // thread a row (the strided walk's rows side by side).
+    if (!configs.empty() && R <= kThreadRowMaxLength) {
+      for (int c : {9, 8}) {
+        configs.push_back({kStridedConfig + c, "rows " + n(kStridedShapes[c].rows) + " x " +
+                                                   n(kStridedShapes[c].threads) + " threads"});
       }
     }
     if (!configs.empty()) return configs;
