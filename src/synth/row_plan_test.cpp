@@ -590,3 +590,32 @@ TEST(SynthRowPlan, AViewIsReadInPlaceWhereEachGroupOfItsDimsIsOneRunOfMemory) {
 
 }  // namespace
 }  // namespace cuda_agent::synth
+
+namespace cuda_agent::synth {
+namespace {
+
+TEST(SynthRowPlan, RowsOfAFewElementsAreAlsoTriedAThreadARow) {
+  const auto configs_of = [](std::int64_t length) {
+    RowPlan plan;
+    EXPECT_TRUE(
+        plan_rows(read(graph({tensor_input("x", "input", {4096, length})},
+                             {node("s", "aten.sum.dim_IntList", {ref("x"), {1}}, {4096})}, {"s"})),
+                  &plan)
+            .ok());
+    std::vector<std::string> labels;
+    for (const KernelConfig& c : row_configs(plan, "cuda")) labels.push_back(c.label);
+    return labels;
+  };
+  for (std::int64_t length : {4, 16, 64}) {
+    const auto labels = configs_of(length);
+    ASSERT_FALSE(labels.empty());
+    EXPECT_EQ(labels[0], "rows 4 x 32 threads x 1 runs of 4") << length;  // the default stays
+    EXPECT_EQ(std::count(labels.begin(), labels.end(), "rows 512 x 1 threads"), 1) << length;
+    EXPECT_EQ(std::count(labels.begin(), labels.end(), "rows 256 x 2 threads"), 1) << length;
+  }
+  const auto longer = configs_of(128);
+  EXPECT_EQ(std::count(longer.begin(), longer.end(), "rows 512 x 1 threads"), 0);
+}
+
+}  // namespace
+}  // namespace cuda_agent::synth
