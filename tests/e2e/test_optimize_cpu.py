@@ -282,30 +282,23 @@ def test_a_16_bit_input_read_once_a_row_is_widened_on_the_cpu(agent, tmp_path, d
 
 # Views that a pipeline's kernels read in place, through their strides, rather than copied
 # first: the halves of a chunk gated and summed over a middle dim (a row kernel), thirds of the
-# last dim as a gate (an elementwise kernel), a select along a middle dim normalised. A slice
-# whose dims a row kernel's group cannot walk as one run of memory is still copied.
-VIEWS = {
-    "glu_middle_sum": ("a, g = x.chunk(2, dim=-1)\n        return (a * torch.sigmoid(g)).sum(dim=1)",
-                       "9, 2 * 12", True),
-    "chunk_gates": ("r, z, n = x.chunk(3, dim=-1)\n"
-                    "        return torch.sigmoid(r) * torch.tanh(n) + (1.0 - torch.sigmoid(z)) * 0.5",
-                    "7, 3 * 20", True),
-    "select_layer_norm": ("return F.layer_norm(x[:, 2], (20,)) * 2.0", "5, 20", True),
-    "slice_summed_over_batch": ("return torch.tanh(x[..., 3:11].sum(dim=0))", "5, 16", False),
-}
+# last dim as a gate (an elementwise kernel), a select along a middle dim normalised (a row
+# kernel again). (A view a kernel cannot walk is still copied: pipeline_test.cpp.)
+VIEWS = """a, g = x.chunk(2, dim=-1)
+        r, z, n = x.chunk(3, dim=-1)
+        gates = torch.sigmoid(r) * torch.tanh(n) + (1.0 - torch.sigmoid(z)) * 0.5
+        return ((a * torch.sigmoid(g)).sum(dim=1), gates, F.layer_norm(x[:, 2], (60,)) * 2.0)"""
 
 
-@pytest.mark.parametrize("name", sorted(VIEWS))
-def test_views_are_read_in_place_where_the_kernel_can_walk_them(agent, tmp_path, name):
-    body, sizes, in_place = VIEWS[name]
-    task = tmp_path / f"{name}.py"
-    task.write_text(SMALL_TASK.format(parameters="", body=body, batch=6,
-                                      inputs=f"torch.randn(batch, {sizes})"))
+def test_views_are_read_in_place_by_the_row_and_elementwise_kernels(agent, tmp_path):
+    task = tmp_path / "views.py"
+    task.write_text(SMALL_TASK.format(parameters="", body=VIEWS, batch=6,
+                                      inputs="torch.randn(batch, 7, 60)"))
     result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
     assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
     model = (tmp_path / "ws" / "model_new.py").read_text()
-    assert ("synth_copy.contiguous(" not in model) == in_place, model
+    assert "synth_copy" not in model and model.count("self._kernels[") == 3, model
 
 
 def test_a_depthwise_convolution_before_a_pointwise_one_runs_in_the_window_kernel(agent,
