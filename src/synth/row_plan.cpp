@@ -1390,8 +1390,13 @@ constexpr StridedShape kStridedShapes[] = {{64, 8},  {32, 8},  {128, 4}, {32, 16
                                            {1, 256}, {1, 128}, {1, 32},  {256, 2}, {512, 1}};
 constexpr int kStridedConfig = 100;  // config ids: cached shapes 0..15, strided 100..109
 /// Contiguous rows up to this long are also offered to the tuner a thread a row (the strided
-/// shapes of 512 x 1 and 256 x 2 threads).
+/// shapes of 512 x 1 and 256 x 2 threads), and up to kThreadRowDefaultLength taken so by
+/// default: on an H100 a max over rows of 4 (8M rows) took 0.082 ms a thread a row and 2.286 ms
+/// a warp a row (the cached walk's narrowest shape), a softmax over rows of 16 (4M rows) 0.856
+/// and 1.060 ms (bench/README.md).
 constexpr long long kThreadRowMaxLength = 64;
+constexpr long long kThreadRowDefaultLength = 16;
+constexpr int kThreadRowShape = 9;  // in kStridedShapes: 512 rows x 1 thread
 
 /// The quad walk's block shapes (config ids 300..): TX quads of rows side by side, TY threads
 /// each. On an H200 the shapes from 16 x 32 to 256 x 2 summed (96, 2048, 4096) over dim 1
@@ -1932,8 +1937,12 @@ std::string row_kernel_source(const RowPlan& plan, const std::string& device) {
             ";\n"
             "  const bool clustered = streamed && !cached && sa_clusters();\n"
             "  switch (sa_config) {  // a chosen shape that cannot take these rows: by length\n" +
-            chosen + "  }\n  if (cached) {\n" + by_length + "  }\n  if (clustered) {\n" +
-            clustered_by_length + "  }\n  if (streamed) {\n" + streamed_by_length + "  }\n";
+            chosen + "  }\n  if (I == 1 && R <= " + n(kThreadRowDefaultLength) +
+            ") return launch_strided<" + n(kStridedShapes[kThreadRowShape].rows) + ", " +
+            n(kStridedShapes[kThreadRowShape].threads) + ">(" + args +
+            ", s);  // a thread a row\n  if (cached) {\n" + by_length +
+            "  }\n  if (clustered) {\n" + clustered_by_length + "  }\n  if (streamed) {\n" +
+            streamed_by_length + "  }\n";
   // A default's launch, behind the bounds (those set) the rows must meet.
   const auto launch_if = [&](const char* indent, std::vector<std::string> bounds,
                              const std::string& walk, const StridedShape& shape) {
@@ -2126,6 +2135,20 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
   const auto [O, R, I] = extents(plan);
   const int held = held_inputs(plan);
   std::vector<KernelConfig> configs;
+  const auto strided_config = [](int c) {
+    return KernelConfig{kStridedConfig + c, "rows " + n(kStridedShapes[c].rows) + " x " +
+                                                n(kStridedShapes[c].threads) + " threads"};
+  };
+  if (I == 1 && R <= kThreadRowDefaultLength) {
+    // The launcher's default a thread a row; then the other thread-a-row shape and the cached
+    // walk's first shape where it takes the rows.
+    configs = {strided_config(kThreadRowShape), strided_config(8)};
+    if (R % 4 == 0 && segments_of_4(plan) && fits_registers(kCachedShapes[0], held)) {
+      const CachedShape& shape = kCachedShapes[0];
+      configs.push_back({0, cached_label(shape.rows, shape.threads, shape.runs, 4)});
+    }
+    return configs;
+  }
   if (I == 1 && R % 4 == 0 && segments_of_4(plan)) {
     // The cached walk: the shapes that reach R, fewest threads first.
     for (std::size_t c = 0; c < std::size(kCachedShapes); ++c) {
@@ -2149,10 +2172,7 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
     // Rows of a few elements: a warp a row leaves most lanes idle, so the tuner also tries a
     // thread a row (the strided walk's rows side by side).
     if (!configs.empty() && R <= kThreadRowMaxLength) {
-      for (int c : {9, 8}) {
-        configs.push_back({kStridedConfig + c, "rows " + n(kStridedShapes[c].rows) + " x " +
-                                                   n(kStridedShapes[c].threads) + " threads"});
-      }
+      for (int c : {kThreadRowShape, 8}) configs.push_back(strided_config(c));
     }
     if (!configs.empty()) return configs;
     // The clustered walk where a segment fits a block's shared memory: the default shape

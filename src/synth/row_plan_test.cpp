@@ -594,7 +594,7 @@ TEST(SynthRowPlan, AViewIsReadInPlaceWhereEachGroupOfItsDimsIsOneRunOfMemory) {
 namespace cuda_agent::synth {
 namespace {
 
-TEST(SynthRowPlan, RowsOfAFewElementsAreAlsoTriedAThreadARow) {
+TEST(SynthRowPlan, RowsOfAFewElementsAreTakenAThreadARow) {
   const auto configs_of = [](std::int64_t length) {
     RowPlan plan;
     EXPECT_TRUE(
@@ -604,17 +604,28 @@ TEST(SynthRowPlan, RowsOfAFewElementsAreAlsoTriedAThreadARow) {
             .ok());
     std::vector<std::string> labels;
     for (const KernelConfig& c : row_configs(plan, "cuda")) labels.push_back(c.label);
+    const std::string source = row_kernel_source(plan, "cuda");
+    EXPECT_NE(source.find("if (I == 1 && R <= 16) return launch_strided<512, 1>("),
+              std::string::npos);
     return labels;
   };
-  for (std::int64_t length : {4, 16, 64}) {
+  // Up to 16 a thread a row by default (what the launcher takes), the warp a row tried after.
+  for (std::int64_t length : {4, 10, 16}) {
     const auto labels = configs_of(length);
-    ASSERT_FALSE(labels.empty());
-    EXPECT_EQ(labels[0], "rows 4 x 32 threads x 1 runs of 4") << length;  // the default stays
-    EXPECT_EQ(std::count(labels.begin(), labels.end(), "rows 512 x 1 threads"), 1) << length;
-    EXPECT_EQ(std::count(labels.begin(), labels.end(), "rows 256 x 2 threads"), 1) << length;
+    ASSERT_GE(labels.size(), 2u) << length;
+    EXPECT_EQ(labels[0], "rows 512 x 1 threads") << length;
+    EXPECT_EQ(labels[1], "rows 256 x 2 threads") << length;
+    const bool cached = length % 4 == 0;
+    EXPECT_EQ(std::count(labels.begin(), labels.end(), "rows 4 x 32 threads x 1 runs of 4"),
+              cached ? 1 : 0)
+        << length;
   }
-  const auto longer = configs_of(128);
-  EXPECT_EQ(std::count(longer.begin(), longer.end(), "rows 512 x 1 threads"), 0);
+  // Up to 64 the cached walk by default, a thread a row tried too.
+  const auto longer = configs_of(64);
+  EXPECT_EQ(longer[0], "rows 4 x 32 threads x 1 runs of 4");
+  EXPECT_EQ(std::count(longer.begin(), longer.end(), "rows 512 x 1 threads"), 1);
+  const auto longest = configs_of(128);
+  EXPECT_EQ(std::count(longest.begin(), longest.end(), "rows 512 x 1 threads"), 0);
 }
 
 }  // namespace
