@@ -118,7 +118,7 @@ def test_segfault_is_a_crash_with_the_signal(agent, task, candidate):
 
 def test_hang_times_out_and_the_next_evaluation_passes(agent, task, candidate, tmp_path):
     candidate.edit(candidate.kernel, "  return 0;\n}", "  for (volatile int spin = 1; spin;) {}\n  return 0;\n}")
-    code, r = agent.eval(task, candidate.path, "--stage", "verify", "--verify-timeout", "20")
+    code, r = agent.eval(task, candidate.path, "--stage", "verify", "--verify-timeout", "10")
     assert code == 1
     assert r["outcome"] == "timeout" and r["reward"] == -1
     assert "timed out after" in r["reason"]
