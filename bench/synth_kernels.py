@@ -23,8 +23,6 @@ table says which tasks it found errors in, and sanitize_kernels.json keeps its f
 """
 import argparse
 import concurrent.futures
-import contextlib
-import fcntl
 import importlib.util
 import itertools
 import json
@@ -41,23 +39,6 @@ from common import ROOT, binary, geomean, results_dir, suite_tasks
 
 LIB_ENV = "CUDA_AGENT_KERNEL_LIB"
 GPU_LOCK_ENV = "SYNTH_KERNELS_GPU_LOCK"
-
-
-@contextlib.contextmanager
-def gpu_turn():
-    """The GPU to this process alone among the run's children (an exclusive lock on the file
-    that $SYNTH_KERNELS_GPU_LOCK names; no lock when it is unset). The lock goes with the
-    process, so a child that crashes holding it frees it."""
-    path = os.environ.get(GPU_LOCK_ENV)
-    if not path:
-        yield
-        return
-    with open(path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink: int) -> dict:
@@ -177,7 +158,8 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
             compiled = torch.compile(reference)
             compiled(*inputs)  # the compile, while another child may be timed
         torch.cuda.synchronize()
-        with gpu_turn():
+        # The run's children share a lock on the GPU ($SYNTH_KERNELS_GPU_LOCK; none unset).
+        with harness.gpu_lock(os.environ.get(GPU_LOCK_ENV)):
             return checked_and_timed(row, expected, compiled)
 
 

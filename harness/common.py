@@ -3,6 +3,7 @@ tensor bundles and device helpers. PROTOCOL.md is the contract these implement."
 
 import argparse
 import contextlib
+import fcntl
 import gc
 import importlib.util
 import json
@@ -120,6 +121,22 @@ def write_text_atomic(path: str, text: str) -> None:
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def gpu_lock(path: str | None):
+    """The GPU to this process alone among those that lock the same file (an exclusive flock on
+    path; no lock where path is empty). The lock goes with the process, so one that crashes
+    holding it frees it."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager

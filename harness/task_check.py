@@ -16,7 +16,6 @@ import startup  # noqa: F401  (first: no garbage collection while modules load)
 
 import contextlib
 import copy
-import fcntl
 import json
 import statistics
 import time
@@ -183,19 +182,6 @@ def time_ms(run: Run, fn: Callable, budget_s: float, max_calls: int = 100) -> fl
     return statistics.median(times)
 
 
-@contextlib.contextmanager
-def gpu_lock(path: str | None) -> Iterator[None]:
-    if not path:
-        yield
-        return
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 # --- one task -----------------------------------------------------------------------------------
 
 
@@ -235,7 +221,7 @@ def measure(path: str, args: Any, result: dict[str, Any], lock: str | None) -> N
     if args.capture_only:
         return
 
-    with gpu_lock(lock):
+    with common.gpu_lock(lock):
         with stage("eager"):
             run = Run(task, args.device, args.seed)
             outputs = run.call(run.model, run.draws[0])
@@ -257,7 +243,7 @@ def measure(path: str, args: Any, result: dict[str, Any], lock: str | None) -> N
             compiled(*run.draws[0])
         common.synchronize(args.device)
         result["compile_s"] = round(time.perf_counter() - mark, 3)
-    with gpu_lock(lock):
+    with common.gpu_lock(lock):
         with stage("compile"):
             got = run.call(compiled, run.draws[0])
             result["compile_max_abs_diff"] = max_abs_diff(outputs, got)
@@ -296,7 +282,7 @@ def check_one(path: str, key: str, args: Any) -> dict[str, Any]:
     mark = time.perf_counter()
     result = attempt(path, key, args, args.gpu_lock)
     if result.get("out_of_memory") and args.gpu_lock:
-        with gpu_lock(args.gpu_lock):
+        with common.gpu_lock(args.gpu_lock):
             result = attempt(path, key, args, None)
         result["measured_alone"] = True
     result.pop("out_of_memory", None)
