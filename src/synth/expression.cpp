@@ -262,6 +262,8 @@ bool is_float_dtype(const std::string& dtype) {
   return dtype == "float32" || dtype == "bfloat16" || dtype == "float16";
 }
 
+bool is_16_bit_float(const std::string& dtype) { return dtype == "bfloat16" || dtype == "float16"; }
+
 bool is_input_dtype(const std::string& dtype) {
   return is_float_dtype(dtype) || dtype == "bool" || dtype == "int64";
 }
@@ -275,8 +277,7 @@ std::string element_type(const std::string& dtype) {
 }
 
 std::string rounded(const std::string& expression, const std::string& dtype) {
-  if (dtype == "bfloat16" || dtype == "float16")
-    return "sa_round_" + dtype + "(" + expression + ")";
+  if (is_16_bit_float(dtype)) return "sa_round_" + dtype + "(" + expression + ")";
   return expression;
 }
 

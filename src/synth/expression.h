@@ -46,6 +46,9 @@ bool rounds_exactly(const Op& op);
 /// Whatever the dtype, they compute in float32.
 bool is_float_dtype(const std::string& dtype);
 
+/// Whether dtype is one of the 16-bit floats: bfloat16 or float16.
+bool is_16_bit_float(const std::string& dtype);
+
 /// Whether the kernels read tensors of this dtype: the float dtypes, bool (a mask or a
 /// condition, read as 1.0f or 0.0f) and int64 (an index, read as a float: exact below 2^24).
 bool is_input_dtype(const std::string& dtype);

@@ -597,8 +597,6 @@ bool library_operand(const Graph& g, int value, std::string* expression, TensorT
   return true;
 }
 
-bool is_16_bit(const std::string& dtype) { return dtype == "bfloat16" || dtype == "float16"; }
-
 /// A GEMM (linear, mm, bmm, matmul, addmm) or a convolution whose operands are inputs,
 /// parameters or buffers runs in the library (cuBLAS, cuDNN; MKL, oneDNN on the CPU) through
 /// torch, an op the evaluator allows, and becomes a value ModelNew computes first; the ops after
@@ -618,7 +616,7 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
     if (std::find(g->outputs.begin(), g->outputs.end(), op.value) != g->outputs.end()) continue;
     const TensorType out = made.results[0];
     const std::size_t out_rank = out.shape.size();
-    if (!is_16_bit(out.dtype) && out.dtype != "float32") continue;
+    if (!is_16_bit_float(out.dtype) && out.dtype != "float32") continue;
 
     std::string a, b, expression;
     TensorType ta, tb;
@@ -643,7 +641,7 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
       if (ta.shape.size() > 2 && !mergeable(ta, 0, ta.shape.size() - 2)) continue;
       if (!optional_value(2, "bias", &bias)) continue;
       std::string in_call;
-      if (bias >= 0 && is_16_bit(out.dtype)) {
+      if (bias >= 0 && is_16_bit_float(out.dtype)) {
         in_call = ", " + value_expression(g->values[bias]);
         bias = -1;
       }
@@ -656,7 +654,7 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
       const json& beta = argument(op, 3, "beta");
       const json& alpha = argument(op, 4, "alpha");
       const auto one = [](const json& x) { return x.is_null() || (x.is_number() && x == 1); };
-      if (!one(beta) || !one(alpha) || is_16_bit(out.dtype)) continue;
+      if (!one(beta) || !one(alpha) || is_16_bit_float(out.dtype)) continue;
       if (!operand(1, "mat1", &a, &ta) || !operand(2, "mat2", &b, &tb)) continue;
       if (!optional_value(0, "self", &bias) || bias < 0) continue;
       expression = "torch.mm(" + a + ", " + b + ")";
@@ -678,7 +676,7 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
       if (!operand(0, "input", &a, &ta) || !operand(1, "weight", &b, &tb)) continue;
       if (ta.shape.size() != out_rank || out_rank < 3) continue;  // batched: (N, C, ...)
       if (!optional_value(2, "bias", &bias)) continue;
-      if (bias >= 0 && is_16_bit(out.dtype)) continue;
+      if (bias >= 0 && is_16_bit_float(out.dtype)) continue;
       static const char* const kNames[] = {"stride", "padding", "dilation", "groups"};
       std::string rest;
       bool literal_args = true;

@@ -1379,7 +1379,8 @@ constexpr std::size_t kCachedDeep = 11;
 /// Config ids of the wide cached shapes: shape c (of an even number of runs) in half as many
 /// runs of 8 elements, the same row reach and registers, so that each load of a 16-bit tensor
 /// is a 16-byte vector rather than 8 bytes. Offered to the tuner where every tensor the walk
-/// reads or writes along the rows is 16-bit (not measured yet: not a default).
+/// reads or writes along the rows is 16-bit; not a default: on an H100 each was slower than its
+/// runs of 4 in the three 16-bit row tasks (bench/README.md).
 constexpr int kWideCachedConfig = 500;
 
 /// The strided walk's block shapes a tuner may choose: TX rows side by side, TY threads each.
@@ -1533,18 +1534,15 @@ bool has_wide_twin(std::size_t c) {
 /// Whether every tensor the cached walk reads or writes along the rows (at least one) is 16-bit:
 /// where its runs of 8 would read 16 bytes a load.
 bool sixteen_bit_rows(const RowPlan& plan) {
-  const auto narrow = [](const std::string& dtype) {
-    return dtype == "bfloat16" || dtype == "float16";
-  };
   int along = 0;
   for (const RowInput& in : plan.inputs) {
     if (!in.per_element || in.segmented) continue;
-    if (!narrow(in.dtype)) return false;
+    if (!is_16_bit_float(in.dtype)) return false;
     ++along;
   }
   for (const RowOutput& out : plan.outputs) {
     if (!out.per_element) continue;
-    if (!narrow(out.dtype)) return false;
+    if (!is_16_bit_float(out.dtype)) return false;
     ++along;
   }
   return along > 0;
@@ -2219,10 +2217,7 @@ std::vector<KernelConfig> row_configs(const RowPlan& plan, const std::string& de
       if (c >= 4 && c < 8) order.push_back(c);
     }
   }
-  for (int c : order) {
-    configs.push_back({kStridedConfig + c, "rows " + n(kStridedShapes[c].rows) + " x " +
-                                               n(kStridedShapes[c].threads) + " threads"});
-  }
+  for (int c : order) configs.push_back(strided_config(c));
   return configs;
 }
 
