@@ -266,12 +266,6 @@ TEST(Trajectory, RunNamesReadBack) {
   }
 }
 
-}  // namespace
-}  // namespace cuda_agent::agent
-
-namespace cuda_agent::agent {
-namespace {
-
 TEST(TaskMessage, SaysWhatTheEvaluationsRunAtAndOnlyWhenItIsNotTheDefault) {
   const Task task{"/tasks/relu.py", "relu", "class Model: ...\n", ""};
   const std::string plain = task_message(task, "cuda", 1);

@@ -296,12 +296,6 @@ TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
   EXPECT_NE(s.message().find("does not broadcast"), std::string::npos) << s.message();
 }
 
-}  // namespace
-}  // namespace cuda_agent::synth
-
-namespace cuda_agent::synth {
-namespace {
-
 TEST(SynthElementwise, AViewOfTheOutputsShapeWithContiguousRowsIsReadInPlace) {
   ElementwisePlan plan;
   plan.input_full = {true, false};

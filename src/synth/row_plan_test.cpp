@@ -552,12 +552,6 @@ TEST(SynthRowPlan, TheTunerAlsoTriesDeepShapesThatCoverTheRowWithoutIdleThreads)
   }
 }
 
-}  // namespace
-}  // namespace cuda_agent::synth
-
-namespace cuda_agent::synth {
-namespace {
-
 TEST(SynthRowPlan, AViewIsReadInPlaceWhereEachGroupOfItsDimsIsOneRunOfMemory) {
   // Sums over dim 1 of (4, 6, 8): groups (4), (6), (8); over dim 0: (), (4), (6, 8).
   const auto plan_of = [](int dim) {
@@ -587,12 +581,6 @@ TEST(SynthRowPlan, AViewIsReadInPlaceWhereEachGroupOfItsDimsIsOneRunOfMemory) {
   EXPECT_TRUE(rows_read_in_place(first, 0, typed({1, 32, 4})));  // (6, 8) one run, 4 apart
   EXPECT_TRUE(rows_read_in_place(first, 0, typed({48, 8, 1})));  // contiguous
 }
-
-}  // namespace
-}  // namespace cuda_agent::synth
-
-namespace cuda_agent::synth {
-namespace {
 
 TEST(SynthRowPlan, RowsOfAFewElementsAreTakenAThreadARow) {
   const auto configs_of = [](std::int64_t length) {
