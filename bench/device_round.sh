@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One GPU call's worth of kernel work: times the synthesizer's kernels for the tasks in
-# $KERNEL_TASKS ("all": the whole built-in suite) beside eager and torch.compile (synth_kernels.py,
-# at most $KERNEL_S seconds; CONFIGS=1: every launch configuration), runs each configuration of the kernels of the tasks in
-# $SANITIZE_TASKS once under compute-sanitizer's $SANITIZE tool (memcheck by default; at most
-# $SANITIZE_S seconds), then the tasks in $SUITE_TASKS through the evaluator (synth_suite.py, at
-# most $SUITE_S seconds), leaving tables and JSON under $OUT.
+# $KERNEL_TASKS ("all": the whole built-in suite) beside eager and torch.compile
+# (synth_kernels.py, at most $KERNEL_S seconds; CONFIGS=1: every launch configuration), runs each
+# configuration of the kernels of the tasks in $SANITIZE_TASKS once under compute-sanitizer's
+# $SANITIZE tool (memcheck by default; at most $SANITIZE_S seconds), then the tasks in
+# $SUITE_TASKS through the evaluator (synth_suite.py, at most $SUITE_S seconds), leaving tables and
+# JSON under $OUT.
 #   KERNEL_TASKS="level1/011_sum_dim ..." SANITIZE_TASKS="..." SUITE_TASKS="..." \
 #     bash bench/device_round.sh
 # A cut-off kernel run resumes: unpack its synth-kernels-rows.tgz into bench/results/kernels and
