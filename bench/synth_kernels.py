@@ -2,7 +2,8 @@
 task's size: `cuda-agent optimize --stage compile` writes model_new.py and kernels/, nvcc builds
 them, and a child process checks the candidate's outputs against eager on random inputs, then
 times eager, torch.compile and the candidate with CUDA events, the L2 cache flushed before each
-call. Quicker than synth_suite.py (no sandbox, no secret seeds, one input set), so it is the
+call, all three in full fp32 as the evaluator pins them (cuDNN's own default is TF32; --tf32 lets
+the candidate's GEMMs and convolutions take it, as the evaluator's flag does). Quicker than synth_suite.py (no sandbox, no secret seeds, one input set), so it is the
 script for working on the kernels; the figures that count are synth_suite.py's, through the
 evaluator. Writes synth_kernels.json; each task's row is kept in synth-kernels-work so that a run
 cut short resumes (--fresh starts over).
@@ -41,13 +42,48 @@ LIB_ENV = "CUDA_AGENT_KERNEL_LIB"
 GPU_LOCK_ENV = "SYNTH_KERNELS_GPU_LOCK"
 
 
-def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink: int) -> dict:
+def kernel_profile(fn, inputs: list, calls: int = 3) -> list:
+    """The device kernels one call of fn launches, by name, most time first: [name, launches a
+    call, microseconds a call] (torch.profiler over a few calls, after they were timed)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn(*inputs)
+        torch.cuda.synchronize()
+    kernels = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA and event.device_time_total > 0:
+            launches, us = kernels.get(event.name, (0, 0.0))
+            kernels[event.name] = (launches + 1, us + event.device_time_total)
+    ranked = sorted(kernels.items(), key=lambda item: -item[1][1])
+    return [[name, round(n / calls, 2), round(us / calls, 1)] for name, (n, us) in ranked]
+
+
+def pin_precision(tf32: bool) -> None:
+    """The evaluator's precision flags: full fp32 (no TF32 in cuBLAS or cuDNN, where cuDNN's own
+    default is TF32), or TF32 in both (the candidate's calls under --tf32)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+
+def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink: int,
+          profiled: bool = False, tf32: bool = False) -> dict:
     """Runs in its own process: correctness and times of one task's candidate in each of its
     launch configurations (reps -1: the checks alone). Start-up, the inputs, the reference's
     outputs and torch.compile's compile happen before the child takes its turn on the GPU; the
     checks and the timed calls during it. The task's sizes are shrunk as the candidate's were
-    (its parameters have the shapes captured at that size)."""
+    (its parameters have the shapes captured at that size). With profiled, the row also lists the
+    kernels one call of torch.compile's code and of the candidate (default configuration) run.
+    Eager and torch.compile run in full fp32, as the evaluator runs them; the candidate too, unless
+    tf32."""
     import torch
+
+    pin_precision(False)
 
     def load(name: str, path: Path):
         spec = importlib.util.spec_from_file_location(name, path)
@@ -86,8 +122,15 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
     def as_list(value):
         return list(value) if isinstance(value, (tuple, list)) else [value]
 
+    def candidate_call(*args):
+        pin_precision(tf32)
+        try:
+            return candidate(*args)
+        finally:
+            pin_precision(False)
+
     def check(expected) -> tuple:
-        got = as_list(candidate(*inputs))
+        got = as_list(candidate_call(*inputs))
         torch.cuda.synchronize()
         worst, correct = 0.0, len(expected) == len(got)
         for e, g in zip(expected, got):
@@ -138,7 +181,7 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
             rounds["compile_ms"].append(median_ms(compiled))
             for label in timed:
                 use(checked[label][0])
-                rounds[label].append(median_ms(candidate))
+                rounds[label].append(median_ms(candidate_call))
         best = {k: min(v) for k, v in rounds.items()}
         row.update(eager_ms=best.pop("eager_ms"), compile_ms=best.pop("compile_ms"))
         row["config_ms"] = best
@@ -147,6 +190,10 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
             row["default_ms"] = best.get(first)
             row["config"] = min(best, key=best.get)
             row["candidate_ms"] = best[row["config"]]
+        if profiled and timed:
+            use(checked[timed[0]][0])
+            row["profile"] = {"compile": kernel_profile(compiled, inputs),
+                              "candidate": kernel_profile(candidate_call, inputs)}
         return row
 
     # A task that names no SCALABLE_SIZES runs at full size whatever the shrink.
@@ -200,7 +247,8 @@ class SanitizerFound(RuntimeError):
     """compute-sanitizer reported errors; the message names the first."""
 
 
-def run_child(row: dict, reps: int, timeout: int, sanitize: str = "", lock: str = "") -> dict:
+def run_child(row: dict, reps: int, timeout: int, sanitize: str = "", lock: str = "",
+              profiled: bool = False, tf32: bool = False) -> dict:
     """The child's row (reps -1: the checks alone). With sanitize, the child runs under that
     compute-sanitizer tool, and errors it reports are a RuntimeError naming the first. With lock,
     the child checks and times only while it holds that file's lock."""
@@ -216,7 +264,8 @@ def run_child(row: dict, reps: int, timeout: int, sanitize: str = "", lock: str 
               if sanitize else [])
     done = subprocess.run([*prefix, sys.executable, __file__, "--child",
                            str(workspace / "model.py"), str(workspace), row["lib"], str(reps),
-                           json.dumps(row["configs"]), str(row["shrink"])],
+                           json.dumps(row["configs"]), str(row["shrink"]),
+                           *(["--profile"] if profiled else []), *(["--tf32"] if tf32 else [])],
                           text=True, capture_output=True, timeout=timeout, env=env)
     if sanitize and done.returncode == SANITIZER_FOUND:
         report = log.read_text(errors="replace") if log.exists() else ""
@@ -236,7 +285,8 @@ def measure(row: dict, args: argparse.Namespace, work: Path, lock: str) -> dict:
     if "lib" in row:
         try:
             row.update(run_child(row, -1 if args.sanitize else args.reps, args.task_timeout,
-                                 args.sanitize, "" if args.sanitize else lock))
+                                 args.sanitize, "" if args.sanitize else lock, args.profile,
+                                 args.tf32))
         except subprocess.TimeoutExpired:
             return dict(row, outcome="timeout", reason=f"past {args.task_timeout} s")  # not kept
         except SanitizerFound as error:
@@ -283,7 +333,8 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         task, workspace, lib, reps, configs, shrink = sys.argv[2:8]
         print(json.dumps(child(task, workspace, lib, int(reps), json.loads(configs),
-                               int(shrink))))
+                               int(shrink), "--profile" in sys.argv[8:],
+                               "--tf32" in sys.argv[8:])))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[],
@@ -307,6 +358,12 @@ def main() -> int:
     parser.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                         help="check every configuration once under this compute-sanitizer tool "
                              "instead of timing")
+    parser.add_argument("--tf32", action="store_true",
+                        help="the candidate's fp32 GEMMs and convolutions in TF32 (eager and "
+                             "torch.compile stay in full fp32, as in the evaluator)")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the timing, list the kernels one call of torch.compile's code "
+                             "and of the candidate run (torch.profiler): names, launches, us")
     args = parser.parse_args()
     if args.shrink is None:
         args.shrink = 16 if args.sanitize else 1
@@ -358,6 +415,9 @@ def main() -> int:
             else:
                 print(f"{row['id']:48} {row['outcome']:12} {row.get('reason', '')[:80]}",
                       flush=True)
+            for side, kernels in row.get("profile", {}).items():
+                for name, launches, us in kernels[:8]:
+                    print(f"    {side:9} {us:9.1f} us {launches:5g}x  {name[:110]}", flush=True)
             # after every task: a run cut short still leaves its table
             write_summary(out, rows, args.sanitize)
     print(json.dumps(write_summary(out, rows, args.sanitize)))

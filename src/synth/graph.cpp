@@ -88,6 +88,14 @@ std::string text(const nlohmann::json& object, const char* key) {
 
 }  // namespace
 
+bool is_view_op(const Op& op) {
+  static const std::set<std::string> names = {
+      "view",    "_unsafe_view", "reshape", "flatten", "t",      "unflatten", "transpose",
+      "permute", "unsqueeze",    "squeeze", "expand",  "alias",  "detach",    "select",
+      "slice",   "chunk",        "split",   "unbind",  "getitem"};
+  return op.op_class == OpClass::kLayout && names.count(op.name);
+}
+
 const char* op_class_name(OpClass c) {
   switch (c) {
     case OpClass::kElementwise:

@@ -72,6 +72,10 @@ struct Graph {
   std::vector<std::string> unsupported_ops() const;
 };
 
+/// A layout op that only makes a view (no data moves), and so runs as a Python step: the guard
+/// lets views through. contiguous, clone, cat and stack copy: they belong in a kernel, or nowhere.
+bool is_view_op(const Op& op);
+
 /// Reads a cuda-agent.graph/1 document. Another schema, a value named twice, an argument that
 /// names no earlier value, or an output that names no value is an InvalidArgument saying which.
 Status read_graph(const nlohmann::json& document, Graph* graph);

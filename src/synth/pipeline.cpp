@@ -176,16 +176,6 @@ const char* const kCopyCuda =
 
 #undef SA_COPY_PARAMS
 
-/// Layout ops that only make views (no data moves), and so run as Python steps: the guard lets
-/// views through. contiguous, clone, cat and stack copy: they belong in a kernel, or nowhere.
-const std::set<std::string>& view_ops() {
-  static const std::set<std::string> names = {
-      "view",    "_unsafe_view", "reshape", "flatten", "t",      "unflatten", "transpose",
-      "permute", "unsqueeze",    "squeeze", "expand",  "alias",  "detach",    "select",
-      "slice",   "chunk",        "split",   "unbind",  "getitem"};
-  return names;
-}
-
 /// The torch calls that run a GEMM or a convolution, by op name: each takes the aten op's
 /// arguments in the aten op's order.
 const std::map<std::string, std::string>& library_calls() {
@@ -213,8 +203,6 @@ bool is_library(const Graph& graph, const Op& op) {
   return (op.op_class == OpClass::kGemm || op.op_class == OpClass::kConvolution) &&
          library_calls().count(op.name) && !is_depthwise_convolution(graph, op);
 }
-
-bool is_view(const Op& op) { return op.op_class == OpClass::kLayout && view_ops().count(op.name); }
 
 /// cat and stack: the copy kernel writes each part into its slice of the result; pixel_shuffle
 /// and pixel_unshuffle: it copies a permuted view.
@@ -484,7 +472,7 @@ void fill_step(const Graph& graph, PipelineStep* step) {
 /// Whether op is of a kind that is a step of its own: a library call, a view, a copy or an
 /// allocation.
 bool step_kind(const Graph& graph, const Op& op) {
-  return is_library(graph, op) || is_copy(op) || is_allocation(op) || is_view(op);
+  return is_library(graph, op) || is_copy(op) || is_allocation(op) || is_view_op(op);
 }
 
 /// Whether op is a step of its own rather than an op of a kernel run. An item of a result that

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -597,12 +598,31 @@ bool library_operand(const Graph& g, int value, std::string* expression, TensorT
   return true;
 }
 
+/// How many ops read value v.
+std::size_t readers(const Graph& g, int v) {
+  return static_cast<std::size_t>(std::count_if(g.ops.begin(), g.ops.end(), [&](const Op& op) {
+    return std::find(op.inputs.begin(), op.inputs.end(), v) != op.inputs.end();
+  }));
+}
+
+/// Whether every op that reads value v only views it (a select, a chunk, a reshape), and no
+/// output is v itself.
+bool only_views_read(const Graph& g, int v) {
+  if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
+  return std::all_of(g.ops.begin(), g.ops.end(), [&](const Op& op) {
+    return is_view_op(op) || std::find(op.inputs.begin(), op.inputs.end(), v) == op.inputs.end();
+  });
+}
+
 /// A GEMM (linear, mm, bmm, matmul, addmm) or a convolution whose operands are inputs,
 /// parameters or buffers runs in the library (cuBLAS, cuDNN; MKL, oneDNN on the CPU) through
 /// torch, an op the evaluator allows, and becomes a value ModelNew computes first; the ops after
 /// it, its bias among them, fuse into the plan's kernel, which reads the library's output once.
-/// Only where something follows: a GEMM whose value is an output is left alone. A 16-bit bias
-/// stays in the library's epilogue (rounded once, as eager does); a 16-bit convolution with a
+/// Only where one op follows: a GEMM whose value is an output, or that several ops read, is
+/// left alone. A 16-bit bias
+/// stays in the library's epilogue (rounded once, as eager does), and so does a linear's bias
+/// where only views read its result (its kernel would be a pass for the addition alone, where
+/// the library's epilogue adds it for nothing); a 16-bit convolution with a
 /// bias is left alone, as its bias is a separate torch kernel. Torch's matmul folds batch dims
 /// only where they merge by a view; other layouts are left alone too. A depthwise convolution
 /// is left to the window kernel, which computes it with the ops around it.
@@ -614,6 +634,9 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
     const Value made = g->values[op.value];
     if (made.results.size() != 1) continue;
     if (std::find(g->outputs.begin(), g->outputs.end(), op.value) != g->outputs.end()) continue;
+    // A value ModelNew computes is an expression each reader repeats: one read by several ops
+    // stays an op, which a pipeline computes once as a step of its own.
+    if (readers(*g, op.value) > 1) continue;
     const TensorType out = made.results[0];
     const std::size_t out_rank = out.shape.size();
     if (!is_16_bit_float(out.dtype) && out.dtype != "float32") continue;
@@ -641,7 +664,7 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
       if (ta.shape.size() > 2 && !mergeable(ta, 0, ta.shape.size() - 2)) continue;
       if (!optional_value(2, "bias", &bias)) continue;
       std::string in_call;
-      if (bias >= 0 && is_16_bit_float(out.dtype)) {
+      if (bias >= 0 && (is_16_bit_float(out.dtype) || only_views_read(*g, op.value))) {
         in_call = ", " + value_expression(g->values[bias]);
         bias = -1;
       }
@@ -727,6 +750,138 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
       detail += ", then its bias " + g->values[added].name + " is added in the fused kernel";
     }
     applied->push_back({"library_op", detail});
+    return true;
+  }
+  return false;
+}
+
+/// The strides of each result of view op given its input's strides, for the views that keep
+/// the input's dims (chunk, split, a slice of step 1) or drop one (select); false for any other
+/// op.
+bool view_strides(const Graph& g, const Op& op, const std::vector<std::int64_t>& in,
+                  std::vector<std::vector<std::int64_t>>* out) {
+  const std::size_t results = g.values[op.value].results.size();
+  const json& step = argument(op, 4, "step");
+  const bool unit_slice = op.name == "slice" && (step.is_null() || step == 1);
+  if (op.name == "chunk" || op.name == "split" || unit_slice) {
+    out->assign(results, in);  // every piece walks memory as the whole does
+    return true;
+  }
+  if (op.name == "select") {
+    const json& dim = argument(op, 1, "dim");
+    if (!dim.is_number_integer() || in.empty()) return false;
+    const auto rank = static_cast<std::int64_t>(in.size());
+    const std::int64_t d = (dim.get<std::int64_t>() + rank) % rank;
+    std::vector<std::int64_t> kept = in;
+    kept.erase(kept.begin() + d);
+    out->assign(results, kept);
+    return true;
+  }
+  return false;
+}
+
+/// Value v's strides set to stride, and those of the views that read it (chunks, selects and
+/// slices of it, and theirs) set to match: what a rewrite that changes a value's layout owes
+/// the plans, which decide from the strides which views a kernel reads in place.
+void restride(Graph* g, int v, const std::vector<std::int64_t>& stride) {
+  for (TensorType& t : g->values[v].results) t.stride = stride;
+  for (const Op& reader : g->ops) {
+    if (reader.inputs.empty() || reader.inputs[0] != v) continue;
+    std::vector<std::vector<std::int64_t>> strides;
+    if (!view_strides(*g, reader, stride, &strides)) continue;
+    const int made = reader.value;
+    for (std::size_t r = 0; r < strides.size(); ++r) {
+      if (strides.size() == 1) {
+        restride(g, made, strides[r]);
+      } else {
+        g->values[made].results[r].stride = strides[r];
+      }
+    }
+    // getitem k of a chunk or split reads piece k's strides
+    for (const Op& item : g->ops) {
+      if (item.name != "getitem" || item.inputs.empty() || item.inputs[0] != made) continue;
+      const json& k = argument(item, 1, "index");
+      if (k.is_number_integer() && k.get<std::size_t>() < strides.size())
+        restride(g, item.value, strides[k.get<std::size_t>()]);
+    }
+  }
+}
+
+/// Linears of every slice of one tensor along a dim other than its features, x.select(d, i)
+/// for each i, with one weight and bias, are one linear of x whose result's slice i is each
+/// one's: the input projection of a recurrence hoisted out of its steps. One GEMM of x's rows
+/// together keeps every multiprocessor busy where each slice's GEMM alone leaves most idle, and
+/// it reads the weight once. Each slice's linear becomes a select of the whole's result.
+bool rewrite_slice_linears(Graph* g, std::vector<AppliedRewrite>* applied) {
+  // (x, d, weight, bias) -> (op, i) of each linear of x.select(d, i)
+  std::map<std::tuple<int, std::int64_t, int, int>,
+           std::vector<std::pair<std::size_t, std::int64_t>>>
+      groups;
+  for (std::size_t k = 0; k < g->ops.size(); ++k) {
+    const Op& op = g->ops[k];
+    if (op.target != "aten.linear.default" || op.inputs.empty()) continue;
+    const int slice = op.inputs[0];
+    const Value& sliced = g->values[slice];
+    if (sliced.kind != "op" || g->ops[sliced.op].target != "aten.select.int") continue;
+    const Op& select = g->ops[sliced.op];
+    const int x = select.inputs.empty() ? -1 : select.inputs[0];
+    const TensorType* xt = float_tensor(*g, x);
+    const json& dim = argument(select, 1, "dim");
+    const json& index = argument(select, 2, "index");
+    if (!xt || !dim.is_number_integer() || !index.is_number_integer()) continue;
+    const auto rank = static_cast<std::int64_t>(xt->shape.size());
+    const std::int64_t d = (dim.get<std::int64_t>() + rank) % rank;
+    if (rank < 2 || d == rank - 1) continue;  // a slice of the features is no row of the GEMM
+    const std::int64_t i = (index.get<std::int64_t>() + xt->shape[d]) % xt->shape[d];
+    const int weight = value_operand(*g, op, 1, "weight");
+    int bias = -1;
+    if (!argument(op, 2, "bias").is_null()) {
+      bias = value_operand(*g, op, 2, "bias");
+      if (bias < 0) continue;
+    }
+    if (weight < 0 || !float_tensor(*g, op.value)) continue;
+    groups[{x, d, weight, bias}].push_back({k, i});
+  }
+  for (const auto& [key, members] : groups) {
+    const auto [x, d, weight, bias] = key;
+    const TensorType xt = g->values[x].results[0];
+    std::set<std::int64_t> covered;
+    for (const auto& member : members) covered.insert(member.second);
+    // Only where every slice is projected: a part of them would cost rows no one reads.
+    if (members.size() < 2 || static_cast<std::int64_t>(covered.size()) != xt.shape[d]) continue;
+
+    const Value first = g->values[g->ops[members[0].first].value];
+    std::vector<std::int64_t> shape = xt.shape;
+    shape.back() = first.results[0].shape.back();
+    Value whole;
+    whole.name = first.name + "_of_every_slice";
+    whole.kind = "op";
+    whole.results = {TensorType{shape, contiguous_strides(shape), first.results[0].dtype}};
+    g->values.push_back(whole);
+    const int whole_value = static_cast<int>(g->values.size()) - 1;
+    json args =
+        json::array({value_argument(g->values[x].name), value_argument(g->values[weight].name)});
+    if (bias >= 0) args.push_back(value_argument(g->values[bias].name));
+    Op linear = make_op(*g, "aten.linear.default", std::move(args));
+    linear.value = whole_value;
+
+    std::vector<std::int64_t> slice_stride = whole.results[0].stride;
+    slice_stride.erase(slice_stride.begin() + d);
+    // Replaced from the last op back, so that the indices of those before stay as they are.
+    for (auto m = members.rbegin(); m != members.rend(); ++m) {
+      const int made = g->ops[m->first].value;
+      Op select =
+          make_op(*g, "aten.select.int", json::array({value_argument(whole.name), d, m->second}));
+      select.value = made;
+      std::vector<Op> with = {select};
+      if (m + 1 == members.rend()) with.insert(with.begin(), linear);
+      replace_op(g, m->first, with);
+      restride(g, made, slice_stride);
+    }
+    applied->push_back({"slice_linears", std::to_string(members.size()) + " linears of " +
+                                             g->values[x].name + "'s slices along dim " +
+                                             std::to_string(d) + " are one, " + whole.name +
+                                             ", each reading its slice"});
     return true;
   }
   return false;
@@ -908,11 +1063,12 @@ bool rewrite_identity_broadcast(Graph* g, std::vector<AppliedRewrite>* applied) 
 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
-  while (rewrite_diag_matmul(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
-         rewrite_distances(graph, &applied) || rewrite_cross_entropy(graph, &applied) ||
-         rewrite_matrix_vector(graph, &applied) || rewrite_library_ops(graph, &applied) ||
-         rewrite_group_norm(graph, &applied) || rewrite_input_views(graph, &applied) ||
-         rewrite_identity_broadcast(graph, &applied) || remove_dead_ops(graph, &applied)) {
+  while (rewrite_diag_matmul(graph, &applied) || rewrite_slice_linears(graph, &applied) ||
+         rewrite_batch_norm_eval(graph, &applied) || rewrite_distances(graph, &applied) ||
+         rewrite_cross_entropy(graph, &applied) || rewrite_matrix_vector(graph, &applied) ||
+         rewrite_library_ops(graph, &applied) || rewrite_group_norm(graph, &applied) ||
+         rewrite_input_views(graph, &applied) || rewrite_identity_broadcast(graph, &applied) ||
+         remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

@@ -24,7 +24,11 @@
 ///   - matrix_vector: a product of a matrix (or a batch) and a vector, bound by memory, is
 ///     the row reduction it is, sum(A * v, -1) or sum(v[:, None] * A, -2);
 ///   - identity_broadcast: getitem k of broadcast_tensors is operand k where the broadcast
-///     leaves its shape as it is.
+///     leaves its shape as it is;
+///   - slice_linears: linears of every slice of x along a dim other than its features
+///     (x.select(d, i) for each i), with one weight and bias, are one linear of x, each slice's
+///     result a select of it: a recurrence's input projection hoisted out of its steps, one GEMM
+///     that fills the GPU where each step's small one leaves most of it idle.
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
 #pragma once
 
@@ -38,7 +42,7 @@ namespace cuda_agent::synth {
 struct AppliedRewrite {
   std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "distance",
                        // "cross_entropy", "matrix_vector", "input_view", "library_op",
-                       // "group_norm", "identity_broadcast"
+                       // "group_norm", "identity_broadcast", "slice_linears"
   std::string detail;  // what it changed, for a person
 };
 

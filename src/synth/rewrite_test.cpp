@@ -524,5 +524,93 @@ TEST(SynthRewrite, AProductWithAVectorIsASumOfProductsAlongTheRows) {
   EXPECT_EQ(left.ops[1].args[1], json::array({-2}));
 }
 
+/// A recurrence's input projection: linear(x.select(dim, t), w, b) for each t in `steps`, each
+/// chunked in three and its first third added to the state h, the new state the next step's;
+/// every step's state is an output.
+Graph projected_steps(int batch, int length, int features, int out, int dim,
+                      const std::vector<int>& steps) {
+  std::vector<int> x_shape = {batch, length, features};
+  std::vector<int> row = x_shape;
+  row.erase(row.begin() + dim);
+  json nodes = json::array(), outputs = json::array();
+  std::string state = "h";
+  for (int t : steps) {
+    const std::string n = std::to_string(t);
+    std::vector<int> projected = row;
+    projected.back() = out;
+    nodes.push_back(node("select" + n, "aten.select.int", {ref("x"), dim, t}, row));
+    nodes.push_back(node("linear" + n, "aten.linear.default",
+                         {synth::testing::ref("select" + n), ref("p_w"), ref("p_b")}, projected));
+    std::vector<int> third = projected;
+    third.back() = out / 3;
+    nodes.push_back(
+        node("chunk" + n, "aten.chunk.default", {synth::testing::ref("linear" + n), 3, -1},
+             json::array({third, third, third}), json::array({"float32", "float32", "float32"})));
+    nodes.push_back(
+        node("first" + n, "operator.getitem", {synth::testing::ref("chunk" + n), 0}, third));
+    nodes.push_back(node("h" + n, "aten.add.Tensor",
+                         {synth::testing::ref("first" + n), synth::testing::ref(state)}, third));
+    state = "h" + n;
+    outputs.push_back(state);
+  }
+  std::vector<int> state_shape = row;
+  state_shape.back() = out / 3;
+  return read(graph({tensor_input("x", "input", x_shape), tensor_input("h", "input", state_shape),
+                     tensor_input("p_w", "parameter", {out, features}, "w"),
+                     tensor_input("p_b", "parameter", {out}, "b")},
+                    nodes, outputs));
+}
+
+TEST(SynthRewrite, LinearsOfEverySliceAlongADimAreOneLinearOfTheWhole) {
+  for (auto [batch, length, features, out] :
+       {std::tuple{32, 4, 64, 96}, std::tuple{5, 3, 7, 9}}) {  // a perturbed shape too
+    std::vector<int> steps(length);
+    for (int t = 0; t < length; ++t) steps[t] = length - 1 - t;  // in any order
+    Graph g = projected_steps(batch, length, features, out, 1, steps);
+    auto applied = rewrite_graph(&g);
+    ASSERT_FALSE(applied.empty());
+    EXPECT_EQ(applied[0].name, "slice_linears") << applied[0].detail;
+    std::vector<const Op*> linears, selects;
+    for (const Op& op : g.ops) {
+      if (op.name == "linear") linears.push_back(&op);
+      if (op.name == "select") selects.push_back(&op);
+    }
+    ASSERT_EQ(linears.size(), 1u);  // one GEMM of every slice's rows
+    EXPECT_EQ(g.values[linears[0]->inputs[0]].name, "x");
+    EXPECT_EQ(linears[0]->args.size(), 3u);  // the bias too, in the library's epilogue
+    const TensorType& whole = g.values[linears[0]->value].results[0];
+    EXPECT_EQ(whole.shape, (std::vector<std::int64_t>{batch, length, out}));
+    ASSERT_EQ(selects.size(), static_cast<std::size_t>(length));
+    for (const Op* select : selects) {
+      EXPECT_EQ(select->inputs[0], linears[0]->value);
+      // Each step reads its slice of the whole, rows length * out apart, and so do its chunks.
+      const Value& slice = g.values[select->value];
+      EXPECT_EQ(slice.results[0].stride, (std::vector<std::int64_t>{length * out, 1}));
+      const std::string t = slice.name.substr(std::string("linear").size());
+      const Value& first = g.values[g.find("first" + t)];
+      EXPECT_EQ(first.results[0].stride, (std::vector<std::int64_t>{length * out, 1}));
+    }
+    EXPECT_EQ(g.values[g.outputs.back()].name, "h" + std::to_string(steps.back()));
+  }
+}
+
+TEST(SynthRewrite, LinearsOfSomeSlicesOrOfFeatureSlicesAreLeftAlone) {
+  const auto linears = [](const Graph& g) {
+    return std::count_if(g.ops.begin(), g.ops.end(),
+                         [](const Op& op) { return op.name == "linear" && op.inputs.size() == 3; });
+  };
+  Graph part = projected_steps(8, 4, 16, 12, 1, {0, 1, 3});  // slice 2 is nobody's
+  rewrite_graph(&part);
+  EXPECT_EQ(linears(part), 3);
+  Graph one = projected_steps(8, 1, 16, 12, 1, {0});  // a single slice: nothing to gather
+  rewrite_graph(&one);
+  EXPECT_EQ(linears(one), 1);
+  // Slices of the features (x is (8, 6, 6): its last dim's slices are rows of length 6 too)
+  // are no rows of one GEMM.
+  Graph features = projected_steps(8, 6, 6, 12, 2, {0, 1, 2, 3, 4, 5});
+  rewrite_graph(&features);
+  EXPECT_EQ(linears(features), 6);
+}
+
 }  // namespace
 }  // namespace cuda_agent::synth

@@ -320,6 +320,33 @@ def test_a_depthwise_convolution_before_a_pointwise_one_runs_in_the_window_kerne
     assert (tmp_path / "ws" / "kernels" / "fused_pool_k0.cpp").exists()
 
 
+# A recurrence whose input projection is hoisted out of its steps: the linear of each step's
+# slice of x, one weight, becomes one linear of the whole of x (the library's GEMM of every
+# row at once), each step reading its slice of the result in place.
+RECURRENCE = """h = torch.tanh(x[:, 0, :8])
+        states = []
+        for t in range(x.shape[1]):
+            a, b = self.proj(x[:, t]).chunk(2, dim=1)
+            h = torch.tanh(a + self.rec(h)) * torch.sigmoid(b)
+            states.append(h)
+        return torch.stack(states, dim=1)"""
+
+
+def test_a_recurrences_input_projection_is_one_linear_of_every_step(agent, tmp_path):
+    task = tmp_path / "recurrence.py"
+    task.write_text(SMALL_TASK.format(
+        parameters="        self.proj = nn.Linear(12, 16)\n"
+                   "        self.rec = nn.Linear(8, 8, bias=False)\n",
+        body=RECURRENCE, batch=5, inputs="torch.randn(batch, 4, 12)"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, why(result, r)
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    model = (tmp_path / "ws" / "model_new.py").read_text()
+    assert model.count("self.proj.weight") == 2, model  # its parameter, and one GEMM
+    assert "F.linear(x, self.proj.weight, self.proj.bias)" in model, model
+    assert model.count("_of_every_slice.select(1, ") == 4, model
+
+
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")

@@ -1,0 +1,126 @@
+"""Every convolution the built-in tasks run, timed in the layout eager PyTorch gives it (NCHW,
+contiguous) and in channels-last (input and weight in NHWC memory, as torch.compile's layout
+optimization lays them out), in full fp32 (the evaluator's precision) and in TF32. An exploration
+for the pipelines, which call the library's convolutions: prints a table and writes
+conv_layouts.json to $OUT or bench/results/.
+
+    source bench/device_env.sh && python3 bench/conv_layouts.py [--only level2/032_... ...]
+"""
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from common import ROOT, results_dir, suite_tasks
+
+CONVOLUTIONS = {F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
+                F.conv_transpose3d}
+
+
+class Recorder(TorchFunctionMode):
+    """Keeps the convolutions a forward calls: the function, its tensors' shapes, the rest."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in CONVOLUTIONS:
+            shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in args[:3]]
+            rest = [a for a in args[3:]]
+            self.calls.append((func, shapes, rest, dict(kwargs)))
+        return func(*args, **kwargs)
+
+
+def channels_last(t: torch.Tensor) -> torch.Tensor:
+    if t.dim() == 4:
+        return t.contiguous(memory_format=torch.channels_last)
+    if t.dim() == 5:
+        return t.contiguous(memory_format=torch.channels_last_3d)
+    return t  # a 1-d convolution's (N, C, L) has no channels-last layout
+
+
+def median_ms(fn, reps: int) -> float:
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def set_tf32(on: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    torch.set_float32_matmul_precision("high" if on else "highest")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=[])
+    parser.add_argument("--levels", nargs="*", default=["level1", "level2", "level3"])
+    parser.add_argument("--reps", type=int, default=20)
+    args = parser.parse_args()
+    rows = []
+    print(f"{'task':44} {'convolution':54} {'nchw':>7} {'nhwc':>7} {'ratio':>6} "
+          f"{'tf32 nchw':>9} {'tf32 nhwc':>9} {'ratio':>6}", flush=True)
+    for task in suite_tasks(ROOT / "tasks", args.levels, args.only):
+        source = task.read_text()
+        if "conv" not in source:
+            continue
+        spec = importlib.util.spec_from_file_location("task_module", task)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        torch.manual_seed(0)
+        model = module.Model(*module.get_init_inputs()).cuda().eval()
+        with torch.device("cuda"):
+            inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+        recorder = Recorder()
+        with torch.no_grad(), recorder:
+            model(*inputs)
+        for func, shapes, rest, kwargs in recorder.calls:
+            x = torch.randn(shapes[0], device="cuda", dtype=inputs[0].dtype)
+            w = torch.randn(shapes[1], device="cuda", dtype=x.dtype)
+            b = torch.randn(shapes[2], device="cuda", dtype=x.dtype) if shapes[2] else None
+            x_last, w_last = channels_last(x), channels_last(w)
+            times = {}
+            with torch.no_grad():
+                for tf32 in (False, True):
+                    set_tf32(tf32)
+                    prefix = "tf32_" if tf32 else ""
+                    times[prefix + "nchw_ms"] = median_ms(
+                        lambda: func(x, w, b, *rest, **kwargs), args.reps)
+                    times[prefix + "nhwc_ms"] = median_ms(
+                        lambda: func(x_last, w_last, b, *rest, **kwargs), args.reps)
+            set_tf32(False)
+            label = f"{func.__name__} {shapes[0]} w{shapes[1]} {rest}"[:54]
+            row = {"task": f"{task.parent.name}/{task.stem}", "conv": func.__name__,
+                   "input": shapes[0], "weight": shapes[1], "args": repr(rest), **times}
+            rows.append(row)
+            print(f"{row['task']:44} {label:54} {times['nchw_ms']:7.3f} {times['nhwc_ms']:7.3f} "
+                  f"{times['nchw_ms'] / times['nhwc_ms']:6.2f} {times['tf32_nchw_ms']:9.3f} "
+                  f"{times['tf32_nhwc_ms']:9.3f} "
+                  f"{times['tf32_nchw_ms'] / times['tf32_nhwc_ms']:6.2f}", flush=True)
+        del model, inputs
+        torch.cuda.empty_cache()
+    out = results_dir()
+    (out / "conv_layouts.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(),
+                                                       "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
