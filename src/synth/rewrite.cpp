@@ -887,6 +887,44 @@ bool rewrite_slice_linears(Graph* g, std::vector<AppliedRewrite>* applied) {
   return false;
 }
 
+/// Whether value v is all zeros: zeros_like, zeros or new_zeros.
+bool is_zeros(const Graph& g, int v) {
+  if (v < 0 || g.values[v].kind != "op") return false;
+  const std::string& name = g.ops[g.values[v].op].name;
+  return name == "zeros_like" || name == "zeros" || name == "new_zeros";
+}
+
+/// A sum with zeros, zeros + y, y + zeros or y - zeros, is y itself where y has the sum's shape
+/// and dtype: the zeros' allocation and the pass that reads them are dead work (an accumulator
+/// started at zero before a loop adds to it). The sum's readers read y; where the sum is an
+/// output, only an op's y takes its place, so that no output is an input itself.
+bool rewrite_zero_sums(Graph* g, std::vector<AppliedRewrite>* applied) {
+  for (const Op& op : g->ops) {
+    const bool add = op.target == "aten.add.Tensor", sub = op.target == "aten.sub.Tensor";
+    if ((!add && !sub) || op.inputs.size() != 2) continue;
+    const json& alpha = argument(op, 2, "alpha");
+    if (!alpha.is_null() && !(alpha.is_number() && alpha == 1)) continue;
+    int y = -1;
+    if (is_zeros(*g, op.inputs[1])) {
+      y = op.inputs[0];
+    } else if (add && is_zeros(*g, op.inputs[0])) {
+      y = op.inputs[1];
+    }
+    const TensorType* sum = float_tensor(*g, op.value);
+    const TensorType* kept = float_tensor(*g, y);
+    if (!sum || !kept || kept->shape != sum->shape || kept->dtype != sum->dtype) continue;
+    const bool output =
+        std::find(g->outputs.begin(), g->outputs.end(), op.value) != g->outputs.end();
+    if (output && g->values[y].kind != "op") continue;
+    if (!output && readers(*g, op.value) == 0) continue;  // redirected already: dead
+    const std::string made = g->values[op.value].name, read = g->values[y].name;
+    redirect_reads(g, op.value, y);
+    applied->push_back({"zero_sum", made + ": a sum with zeros is " + read + " itself"});
+    return true;
+  }
+  return false;
+}
+
 /// group_norm of x (N, C, ...) with G groups is an instance norm of x viewed as (N, G, C / G,
 /// ...), each (sample, group) normalised over its channels and the rest, then the affine map per
 /// channel. The rewrite turns group_norm into that instance norm (no weight or bias) and a
@@ -1064,11 +1102,11 @@ bool rewrite_identity_broadcast(Graph* g, std::vector<AppliedRewrite>* applied) 
 std::vector<AppliedRewrite> rewrite_graph(Graph* graph) {
   std::vector<AppliedRewrite> applied;
   while (rewrite_diag_matmul(graph, &applied) || rewrite_slice_linears(graph, &applied) ||
-         rewrite_batch_norm_eval(graph, &applied) || rewrite_distances(graph, &applied) ||
-         rewrite_cross_entropy(graph, &applied) || rewrite_matrix_vector(graph, &applied) ||
-         rewrite_library_ops(graph, &applied) || rewrite_group_norm(graph, &applied) ||
-         rewrite_input_views(graph, &applied) || rewrite_identity_broadcast(graph, &applied) ||
-         remove_dead_ops(graph, &applied)) {
+         rewrite_zero_sums(graph, &applied) || rewrite_batch_norm_eval(graph, &applied) ||
+         rewrite_distances(graph, &applied) || rewrite_cross_entropy(graph, &applied) ||
+         rewrite_matrix_vector(graph, &applied) || rewrite_library_ops(graph, &applied) ||
+         rewrite_group_norm(graph, &applied) || rewrite_input_views(graph, &applied) ||
+         rewrite_identity_broadcast(graph, &applied) || remove_dead_ops(graph, &applied)) {
   }
   return applied;
 }

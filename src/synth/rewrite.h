@@ -28,7 +28,9 @@
 ///   - slice_linears: linears of every slice of x along a dim other than its features
 ///     (x.select(d, i) for each i), with one weight and bias, are one linear of x, each slice's
 ///     result a select of it: a recurrence's input projection hoisted out of its steps, one GEMM
-///     that fills the GPU where each step's small one leaves most of it idle.
+///     that fills the GPU where each step's small one leaves most of it idle;
+///   - zero_sum: zeros + y (zeros_like, zeros, new_zeros) is y where y has the sum's shape and
+///     dtype: an accumulator started at zero costs neither its allocation nor a read.
 /// The evaluator checks every rewritten candidate against the unrewritten task on random inputs.
 #pragma once
 
@@ -42,7 +44,8 @@ namespace cuda_agent::synth {
 struct AppliedRewrite {
   std::string name;    // "dead_op", "diag_matmul", "batch_norm_eval", "distance",
                        // "cross_entropy", "matrix_vector", "input_view", "library_op",
-                       // "group_norm", "identity_broadcast", "slice_linears"
+                       // "group_norm", "identity_broadcast", "slice_linears",
+                       // "zero_sum"
   std::string detail;  // what it changed, for a person
 };
 

@@ -612,5 +612,46 @@ TEST(SynthRewrite, LinearsOfSomeSlicesOrOfFeatureSlicesAreLeftAlone) {
   EXPECT_EQ(linears(features), 6);
 }
 
+/// zeros_like(x) op'd with x * x (zeros first unless swapped), then a relu; zeros of shape
+/// `zeros` (x's unless given, a broadcast of x's otherwise), the sum of the two's broadcast.
+Graph zero_sum(int rows, int cols, const std::string& op, bool swapped,
+               std::vector<int> zeros = {}) {
+  const std::vector<int> shape = {rows, cols};
+  const bool own = zeros.empty();
+  if (own) zeros = shape;
+  json zeros_node = own ? node("zeros", "aten.zeros_like.default", {ref("x")}, zeros)
+                        : node("zeros", "aten.zeros.default", {zeros}, zeros);
+  json sum_args = swapped ? json::array({ref("square"), ref("zeros")})
+                          : json::array({ref("zeros"), ref("square")});
+  return read(graph({tensor_input("x", "input", shape)},
+                    {zeros_node, node("square", "aten.mul.Tensor", {ref("x"), ref("x")}, shape),
+                     node("sum", "aten." + op + ".Tensor", sum_args, zeros),
+                     node("relu", "aten.relu.default", {ref("sum")}, zeros)},
+                    {"relu"}));
+}
+
+TEST(SynthRewrite, ASumWithZerosIsTheOtherOperandItself) {
+  for (auto [rows, cols] : {std::pair{64, 48}, std::pair{5, 3}}) {  // a perturbed shape too
+    for (auto [op, swapped] :
+         {std::pair{"add", false}, std::pair{"add", true}, std::pair{"sub", true}}) {
+      Graph g = zero_sum(rows, cols, op, swapped);
+      auto applied = rewrite_graph(&g);
+      ASSERT_FALSE(applied.empty());
+      EXPECT_EQ(applied[0].name, "zero_sum");
+      EXPECT_EQ(op_names(g), (std::vector<std::string>{"mul", "relu"}));  // no zeros, no sum
+      EXPECT_EQ(g.values[g.ops[1].inputs[0]].name, "square");
+    }
+  }
+}
+
+TEST(SynthRewrite, ZerosLessATensorOrZerosThatBroadcastItAreLeftAlone) {
+  Graph negated = zero_sum(8, 4, "sub", /*swapped=*/false);  // 0 - y is -y
+  rewrite_graph(&negated);
+  EXPECT_EQ(op_names(negated), (std::vector<std::string>{"zeros_like", "mul", "sub", "relu"}));
+  Graph broadcast = zero_sum(8, 4, "add", false, {2, 8, 4});  // the sum is larger than y
+  rewrite_graph(&broadcast);
+  EXPECT_EQ(op_names(broadcast), (std::vector<std::string>{"zeros", "mul", "add", "relu"}));
+}
+
 }  // namespace
 }  // namespace cuda_agent::synth
