@@ -18,6 +18,12 @@ from torch.overrides import TorchFunctionMode
 
 from common import ROOT, results_dir, suite_tasks
 
+# The harness's watch.py (this folder's common.py holds the harness common's name): the precision
+# flags as the evaluator pins them.
+_spec = importlib.util.spec_from_file_location("harness_watch", ROOT / "harness" / "watch.py")
+watch = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(watch)
+
 CONVOLUTIONS = {F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d,
                 F.conv_transpose3d}
 
@@ -33,7 +39,7 @@ class Recorder(TorchFunctionMode):
         kwargs = kwargs or {}
         if func in CONVOLUTIONS:
             shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in args[:3]]
-            rest = [a for a in args[3:]]
+            rest = list(args[3:])
             self.calls.append((func, shapes, rest, dict(kwargs)))
         return func(*args, **kwargs)
 
@@ -60,12 +66,6 @@ def median_ms(fn, reps: int) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
-
-
-def set_tf32(on: bool) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = on
-    torch.backends.cudnn.allow_tf32 = on
-    torch.set_float32_matmul_precision("high" if on else "highest")
 
 
 def main() -> int:
@@ -99,13 +99,13 @@ def main() -> int:
             times = {}
             with torch.no_grad():
                 for tf32 in (False, True):
-                    set_tf32(tf32)
+                    watch.pin_precision("tf32" if tf32 else "fp32")
                     prefix = "tf32_" if tf32 else ""
                     times[prefix + "nchw_ms"] = median_ms(
                         lambda: func(x, w, b, *rest, **kwargs), args.reps)
                     times[prefix + "nhwc_ms"] = median_ms(
                         lambda: func(x_last, w_last, b, *rest, **kwargs), args.reps)
-            set_tf32(False)
+            watch.pin_precision("fp32")
             label = f"{func.__name__} {shapes[0]} w{shapes[1]} {rest}"[:54]
             row = {"task": f"{task.parent.name}/{task.stem}", "conv": func.__name__,
                    "input": shapes[0], "weight": shapes[1], "args": repr(rest), **times}

@@ -3,9 +3,9 @@ task's size: `cuda-agent optimize --stage compile` writes model_new.py and kerne
 them, and a child process checks the candidate's outputs against eager on random inputs, then
 times eager, torch.compile and the candidate with CUDA events, the L2 cache flushed before each
 call, all three in full fp32 as the evaluator pins them (cuDNN's own default is TF32; --tf32 lets
-the candidate's GEMMs and convolutions take it, as the evaluator's flag does). Quicker than synth_suite.py (no sandbox, no secret seeds, one input set), so it is the
-script for working on the kernels; the figures that count are synth_suite.py's, through the
-evaluator. Writes synth_kernels.json; each task's row is kept in synth-kernels-work so that a run
+the candidate's GEMMs and convolutions take it, as the evaluator's flag does). Quicker than
+synth_suite.py (no sandbox, no secret seeds, one input set), so it is the script for working on
+the kernels; the figures that count are synth_suite.py's, through the evaluator. Writes synth_kernels.json; each task's row is kept in synth-kernels-work so that a run
 cut short resumes (--fresh starts over).
 
 Several tasks are prepared at once (--jobs: capture, code, nvcc) and several children run at once
@@ -61,16 +61,6 @@ def kernel_profile(fn, inputs: list, calls: int = 3) -> list:
     return [[name, round(n / calls, 2), round(us / calls, 1)] for name, (n, us) in ranked]
 
 
-def pin_precision(tf32: bool) -> None:
-    """The evaluator's precision flags: full fp32 (no TF32 in cuBLAS or cuDNN, where cuDNN's own
-    default is TF32), or TF32 in both (the candidate's calls under --tf32)."""
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    torch.set_float32_matmul_precision("high" if tf32 else "highest")
-
-
 def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink: int,
           profiled: bool = False, tf32: bool = False) -> dict:
     """Runs in its own process: correctness and times of one task's candidate in each of its
@@ -83,17 +73,18 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
     tf32."""
     import torch
 
-    pin_precision(False)
-
     def load(name: str, path: Path):
         spec = importlib.util.spec_from_file_location(name, path)
         loaded = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(loaded)
         return loaded
 
-    # The harness's common.py (this folder's common.py holds the name): its shrink_task.
+    # The harness's common.py (this folder's common.py holds the name): its shrink_task; and its
+    # watch.py: the precision flags as the evaluator pins them.
     sys.path.insert(0, str(ROOT / "harness"))
     harness = load("harness_common", ROOT / "harness" / "common.py")
+    watch = load("harness_watch", ROOT / "harness" / "watch.py")
+    watch.pin_precision("fp32")
     module = load("task_module", Path(task))
     sizes = harness.shrink_task(module, shrink)
     os.environ[LIB_ENV] = lib
@@ -123,11 +114,11 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
         return list(value) if isinstance(value, (tuple, list)) else [value]
 
     def candidate_call(*args):
-        pin_precision(tf32)
+        watch.pin_precision("tf32" if tf32 else "fp32")
         try:
             return candidate(*args)
         finally:
-            pin_precision(False)
+            watch.pin_precision("fp32")
 
     def check(expected) -> tuple:
         got = as_list(candidate_call(*inputs))
