@@ -598,6 +598,11 @@ bool library_operand(const Graph& g, int value, std::string* expression, TensorT
   return true;
 }
 
+/// Whether value v is one of g's outputs.
+bool is_output(const Graph& g, int v) {
+  return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
 /// How many ops read value v.
 std::size_t readers(const Graph& g, int v) {
   return static_cast<std::size_t>(std::count_if(g.ops.begin(), g.ops.end(), [&](const Op& op) {
@@ -608,7 +613,7 @@ std::size_t readers(const Graph& g, int v) {
 /// Whether every op that reads value v only views it (a select, a chunk, a reshape), and no
 /// output is v itself.
 bool only_views_read(const Graph& g, int v) {
-  if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
+  if (is_output(g, v)) return false;
   return std::all_of(g.ops.begin(), g.ops.end(), [&](const Op& op) {
     return is_view_op(op) || std::find(op.inputs.begin(), op.inputs.end(), v) == op.inputs.end();
   });
@@ -619,11 +624,10 @@ bool only_views_read(const Graph& g, int v) {
 /// torch, an op the evaluator allows, and becomes a value ModelNew computes first; the ops after
 /// it, its bias among them, fuse into the plan's kernel, which reads the library's output once.
 /// Only where one op follows: a GEMM whose value is an output, or that several ops read, is
-/// left alone. A 16-bit bias
-/// stays in the library's epilogue (rounded once, as eager does), and so does a linear's bias
-/// where only views read its result (its kernel would be a pass for the addition alone, where
-/// the library's epilogue adds it for nothing); a 16-bit convolution with a
-/// bias is left alone, as its bias is a separate torch kernel. Torch's matmul folds batch dims
+/// left alone. A 16-bit bias stays in the library's epilogue (rounded once, as eager does), and
+/// so does a linear's bias where only views read its result (its kernel would be a pass for the
+/// addition alone, where the library's epilogue adds it for nothing); a 16-bit convolution with
+/// a bias is left alone, as its bias is a separate torch kernel. Torch's matmul folds batch dims
 /// only where they merge by a view; other layouts are left alone too. A depthwise convolution
 /// is left to the window kernel, which computes it with the ops around it.
 bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
@@ -633,7 +637,7 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
     if (is_depthwise_convolution(*g, op)) continue;
     const Value made = g->values[op.value];
     if (made.results.size() != 1) continue;
-    if (std::find(g->outputs.begin(), g->outputs.end(), op.value) != g->outputs.end()) continue;
+    if (is_output(*g, op.value)) continue;
     // A value ModelNew computes is an expression each reader repeats: one read by several ops
     // stays an op, which a pipeline computes once as a step of its own.
     if (readers(*g, op.value) > 1) continue;
@@ -790,13 +794,11 @@ void restride(Graph* g, int v, const std::vector<std::int64_t>& stride) {
     std::vector<std::vector<std::int64_t>> strides;
     if (!view_strides(*g, reader, stride, &strides)) continue;
     const int made = reader.value;
-    for (std::size_t r = 0; r < strides.size(); ++r) {
-      if (strides.size() == 1) {
-        restride(g, made, strides[r]);
-      } else {
-        g->values[made].results[r].stride = strides[r];
-      }
+    if (strides.size() == 1) {
+      restride(g, made, strides[0]);
+      continue;
     }
+    for (std::size_t r = 0; r < strides.size(); ++r) g->values[made].results[r].stride = strides[r];
     // getitem k of a chunk or split reads piece k's strides
     for (const Op& item : g->ops) {
       if (item.name != "getitem" || item.inputs.empty() || item.inputs[0] != made) continue;
@@ -830,8 +832,9 @@ bool rewrite_slice_linears(Graph* g, std::vector<AppliedRewrite>* applied) {
     const json& index = argument(select, 2, "index");
     if (!xt || !dim.is_number_integer() || !index.is_number_integer()) continue;
     const auto rank = static_cast<std::int64_t>(xt->shape.size());
+    if (rank < 2) continue;
     const std::int64_t d = (dim.get<std::int64_t>() + rank) % rank;
-    if (rank < 2 || d == rank - 1) continue;  // a slice of the features is no row of the GEMM
+    if (d == rank - 1) continue;  // a slice of the features is no row of the GEMM
     const std::int64_t i = (index.get<std::int64_t>() + xt->shape[d]) % xt->shape[d];
     const int weight = value_operand(*g, op, 1, "weight");
     int bias = -1;
@@ -913,8 +916,7 @@ bool rewrite_zero_sums(Graph* g, std::vector<AppliedRewrite>* applied) {
     const TensorType* sum = float_tensor(*g, op.value);
     const TensorType* kept = float_tensor(*g, y);
     if (!sum || !kept || kept->shape != sum->shape || kept->dtype != sum->dtype) continue;
-    const bool output =
-        std::find(g->outputs.begin(), g->outputs.end(), op.value) != g->outputs.end();
+    const bool output = is_output(*g, op.value);
     if (output && g->values[y].kind != "op") continue;
     if (!output && readers(*g, op.value) == 0) continue;  // redirected already: dead
     const std::string made = g->values[op.value].name, read = g->values[y].name;
