@@ -52,6 +52,14 @@ fs::path fresh_workspace(const std::string& task_id, const std::string& policy) 
 /// has a winner for the candidate's pattern, class of sizes and device, starts from that one.
 /// Every configuration is in the one compiled library, so each try is an evaluation without a
 /// compile; each is stored like any other evaluation.
+/// Whether a candidate that ended so gives way to its fallback: it did not build, computed
+/// something else, raised, crashed or hung; not a broken rule or a stopped evaluation.
+bool gives_way(Outcome outcome) {
+  return outcome == Outcome::kCompileError || outcome == Outcome::kMismatch ||
+         outcome == Outcome::kRuntimeError || outcome == Outcome::kCrash ||
+         outcome == Outcome::kTimeout;
+}
+
 struct Tuner {
   const synth::Candidate& candidate;
   fs::path dir;
@@ -359,7 +367,7 @@ int OptimizeCommand::run(const std::string& store_path) {
 
   // Where the tuning database has a winner for the kind on the device this store last
   // evaluated on, the episode starts from it (the device is confirmed after the evaluation).
-  const int by_default = candidate.configs.at(0).id;
+  int by_default = candidate.configs.at(0).id;
   int start = by_default;
   if (a.tune == "auto") {
     std::optional<std::string> last_device;
@@ -400,6 +408,30 @@ int OptimizeCommand::run(const std::string& store_path) {
     say("tune: the database's configuration fails here (" + result.reason + "); the default");
     start = by_default;
     if (Status s = tuner.evaluate(start, &result); !s.ok()) return fail(s);
+  }
+  // A candidate that does not build, fails verification or crashes gives way to its plainer
+  // fallback, as an agent would turn to one: the fallback's files written over the first's, and
+  // the first's own kernels emptied (the library builds every source in kernels/).
+  if (!result.passed() && gives_way(result.outcome) && !candidate.fallbacks.empty()) {
+    synth::Candidate fallback = std::move(candidate.fallbacks.front());
+    say("synthesize: " + std::string(outcome_name(result.outcome)) + " (" + result.reason + "); " +
+        fallback.summary + " instead");
+    recorder.turn("The candidate fails here: " + result.reason + ". Instead: " + fallback.summary +
+                  ".");
+    for (const auto& [path, text] : files) {
+      if (fallback.files.count(path) || path.rfind("kernels/", 0) != 0) continue;
+      agent::ToolOutput wrote = recorder.call(
+          "Write", {{"file_path", path}, {"content", "// Superseded: no module calls it.\n"}});
+      if (wrote.error) return fail(Status::IoError(wrote.text));
+    }
+    candidate = std::move(fallback);
+    by_default = start = candidate.configs.at(0).id;
+    files["model_new.py"] = synth::with_config(files["model_new.py"], start);
+    for (const auto& [path, text] : files) {
+      agent::ToolOutput wrote = recorder.call("Write", {{"file_path", path}, {"content", text}});
+      if (wrote.error) return fail(Status::IoError(wrote.text));
+    }
+    if (Status s = evaluator.evaluate(dir, &result); !s.ok()) return fail(s);
   }
   nlohmann::json tuning;
   if (a.tune != "off" && o.stage == "all" && result.passed() && result.candidate_us &&

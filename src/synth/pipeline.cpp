@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "synth/attention_plan.h"
 #include "synth/elementwise.h"
 #include "synth/model_source.h"
 #include "synth/pool_plan.h"
@@ -435,7 +436,8 @@ std::string renamed(const std::string& text, const std::string& entry, const std
       {"fused_elementwise", std::regex(R"(\bfused_elementwise(?=\b|_config\b))")},
       {"fused_rows", std::regex(R"(\bfused_rows(?=\b|_config\b))")},
       {"fused_pool", std::regex(R"(\bfused_pool(?=\b|_config\b))")},
-      {"fused_scan", std::regex(R"(\bfused_scan(?=\b|_config\b))")}};
+      {"fused_scan", std::regex(R"(\bfused_scan(?=\b|_config\b))")},
+      {"fused_attention", std::regex(R"(\bfused_attention\b)")}};
   return std::regex_replace(text, patterns.at(entry), entry + suffix);
 }
 
@@ -512,12 +514,41 @@ std::vector<int> pipeline_order(const Graph& graph) {
 
 }  // namespace
 
-Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
+std::map<int, PipelineStep> attention_steps(const Graph& graph) {
+  std::map<int, PipelineStep> found;
+  for (std::size_t k = 0; k < graph.ops.size(); ++k) {
+    AttentionOps ops;
+    std::string why;
+    if (!match_attention(graph, static_cast<int>(k), &ops, &why)) continue;
+    PipelineStep step;
+    step.kind = PipelineStep::Kind::kAttention;
+    step.ops = ops.all();
+    fill_step(graph, &step);
+    step.copied.clear();
+    AttentionPlan plan;
+    if (plan_attention(step_graph(graph, step), &plan).ok()) found[ops.output] = std::move(step);
+  }
+  return found;
+}
+
+Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps, bool with_attention) {
   steps->clear();
   std::vector<std::string> problems;
   std::set<int> in_run;  // the values the current kernel run makes
+  const std::map<int, PipelineStep> attention =
+      with_attention ? attention_steps(graph) : std::map<int, PipelineStep>{};
+  std::set<int> in_attention;  // the ops of those steps
+  for (const auto& [last, step] : attention) in_attention.insert(step.ops.begin(), step.ops.end());
   for (int k : pipeline_order(graph)) {
     const Op& op = graph.ops[k];
+    if (in_attention.count(k)) {
+      // The step runs where its last op would: everything it reads is made by then.
+      if (auto it = attention.find(k); it != attention.end()) {
+        in_run.clear();
+        steps->push_back(it->second);
+      }
+      continue;
+    }
     // An item of a result the run makes (max's values) is the run's to pick.
     const bool run_item = op.name == "getitem" && !op.inputs.empty() && in_run.count(op.inputs[0]);
     if (step_kind(graph, op) && !run_item) {
@@ -550,6 +581,7 @@ Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps) {
   }
   bool kernels = false;
   for (PipelineStep& step : *steps) {
+    kernels = kernels || step.kind == PipelineStep::Kind::kAttention;
     if (step.kind != PipelineStep::Kind::kKernel) continue;
     kernels = true;
     fill_step(graph, &step);
@@ -590,9 +622,12 @@ Graph step_graph(const Graph& graph, const PipelineStep& step) {
   return sub;
 }
 
-Status synthesize_pipeline(const Graph& graph, const std::string& device, Candidate* candidate) {
+namespace {
+
+Status synthesize_steps(const Graph& graph, const std::string& device, bool attention,
+                        Candidate* candidate) {
   std::vector<PipelineStep> steps;
-  if (Status s = plan_pipeline(graph, &steps); !s.ok()) return s;
+  if (Status s = plan_pipeline(graph, &steps, attention); !s.ok()) return s;
   const bool cuda = device == "cuda";
   std::string imports, calls, kernels_made, sources;
   std::vector<std::string> summary;
@@ -610,7 +645,7 @@ Status synthesize_pipeline(const Graph& graph, const std::string& device, Candid
     }
   };
   for (const PipelineStep& step : steps) {
-    if (step.kind != PipelineStep::Kind::kKernel) {
+    if (step.kind != PipelineStep::Kind::kKernel && step.kind != PipelineStep::Kind::kAttention) {
       const Op& op = graph.ops[step.ops[0]];
       copy(step.copied);
       std::string problem;
@@ -625,7 +660,17 @@ Status synthesize_pipeline(const Graph& graph, const std::string& device, Candid
     // a mean over another: two kernels).
     std::vector<Kernel> made;
     std::string refusal;
-    for (std::size_t first = 0; first < step.ops.size();) {
+    if (step.kind == PipelineStep::Kind::kAttention) {
+      Kernel kernel{step, {}, "fused_attention"};
+      if (Status s = synthesize_attention(step_graph(graph, step), device, &kernel.files);
+          !s.ok()) {
+        problems.push_back(s.message());
+      } else {
+        made.push_back(std::move(kernel));
+      }
+    }
+    for (std::size_t first = 0;
+         step.kind == PipelineStep::Kind::kKernel && first < step.ops.size();) {
       Kernel kernel;
       std::size_t last = step.ops.size();
       for (; last > first; --last) {
@@ -725,6 +770,21 @@ Status synthesize_pipeline(const Graph& graph, const std::string& device, Candid
     }
   }
   candidate->shape_class = size_class(total) + " elements out of a pipeline";
+  return Status::OK();
+}
+
+}  // namespace
+
+Status synthesize_pipeline(const Graph& graph, const std::string& device, Candidate* candidate) {
+  if (Status s = synthesize_steps(graph, device, true, candidate); !s.ok()) return s;
+  const bool attention = std::any_of(
+      candidate->files.begin(), candidate->files.end(),
+      [](const auto& file) { return file.first.rfind("kernels/fused_attention", 0) == 0; });
+  Candidate plainer;
+  if (attention && synthesize_steps(graph, device, false, &plainer).ok()) {
+    plainer.summary = "attention's GEMMs through the library, the ops between them a row kernel";
+    candidate->fallbacks.push_back(std::move(plainer));
+  }
   return Status::OK();
 }
 

@@ -16,8 +16,12 @@
 /// fused_pool_k<k>, fused_scan_k<k>).
 /// A strided view (by its recorded strides) that a kernel reads, or a reshape reshapes, is first
 /// copied into contiguous memory by a copy kernel of its own (strided_copy, synth_copy.py).
+/// An attention written out, softmax(f(Q @ K^T)) @ V in float16 or bfloat16 (attention_plan.h),
+/// is a step of its own: both GEMMs, f and the softmax in one kernel (fused_attention_k<k>)
+/// that reads Q, K and V in place and never writes the scores.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,11 +33,12 @@ namespace cuda_agent::synth {
 
 struct PipelineStep {
   // kLibrary: a GEMM or convolution; kView: a view, or an allocation (zeros_like); kCopy: a cat
-  // or stack through the copy kernel; kKernel: a run of ops fused into kernels.
-  enum class Kind { kLibrary, kView, kCopy, kKernel } kind = Kind::kKernel;
+  // or stack through the copy kernel; kKernel: a run of ops fused into kernels; kAttention: an
+  // attention's GEMMs, softmax and the ops between them, in one kernel.
+  enum class Kind { kLibrary, kView, kCopy, kKernel, kAttention } kind = Kind::kKernel;
   std::vector<int> ops;      // the graph's ops it computes, in order
-  std::vector<int> reads;    // kernel: the values it reads from outside the run, in order
-  std::vector<int> outputs;  // kernel: the values it makes that later steps or the task return
+  std::vector<int> reads;    // kernels: the values it reads from outside the run, in order
+  std::vector<int> outputs;  // kernels: the values it makes that later steps or the task return
   // Of what it reads, the strided views (a transpose's result, an item of a chunk) that a copy
   // kernel makes contiguous first: the fused kernels read their inputs contiguously, and a
   // reshape of a strided view would copy it with torch compute.
@@ -43,8 +48,14 @@ struct PipelineStep {
 /// The steps of graph, or an InvalidArgument saying why it is no pipeline: it is one fused run
 /// alone (the whole-graph plans are for that), an op no step takes (pooling, cat), or a step
 /// whose torch call would compute (torch.matmul of two vectors is aten::dot). An item of a result
-/// that the current run makes (getitem of max's values) stays in the run.
-Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps);
+/// that the current run makes (getitem of max's values) stays in the run. attention: whether
+/// attentions the attention kernel takes are steps of their own.
+Status plan_pipeline(const Graph& graph, std::vector<PipelineStep>* steps, bool attention = true);
+
+/// The attentions of graph that the attention kernel takes (attention_plan.h), as steps of kind
+/// kAttention by the index of their last op (the second GEMM): each reads Q, K^T and V (and
+/// f's tensors) in place, as the GEMMs read them.
+std::map<int, PipelineStep> attention_steps(const Graph& graph);
 
 /// The run of ops of a kernel step as a graph of its own: the values it reads are its inputs
 /// (under their names in graph, as plain inputs), its outputs the step's.
@@ -52,7 +63,8 @@ Graph step_graph(const Graph& graph, const PipelineStep& step);
 
 /// The candidate for graph on device: model_new.py, a synth_step<k>.py and a kernel source per
 /// kernel step, the default launch configuration of each; or an InvalidArgument naming the
-/// step no plan takes and why.
+/// step no plan takes and why. Where it has attention steps, its fallback is the pipeline
+/// without them (attention's GEMMs in the library, the ops between them a row kernel).
 Status synthesize_pipeline(const Graph& graph, const std::string& device, Candidate* candidate);
 
 }  // namespace cuda_agent::synth

@@ -89,6 +89,7 @@ TEST(Pipeline, TheCandidateCallsTheLibraryAndOneEntryPerKernel) {
     EXPECT_NE(c.files["synth_kernel0.py"].find("lib.bind(\"fused_elementwise_k0\""),
               std::string::npos);
     EXPECT_EQ(c.configs.size(), 1u);
+    EXPECT_TRUE(c.fallbacks.empty());  // no attention: nothing plainer to turn to
   }
 }
 

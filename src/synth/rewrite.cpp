@@ -8,6 +8,7 @@
 
 #include "synth/expression.h"
 #include "synth/model_source.h"
+#include "synth/pipeline.h"
 #include "synth/pool_plan.h"
 
 namespace cuda_agent::synth {
@@ -629,11 +630,17 @@ bool only_views_read(const Graph& g, int v) {
 /// addition alone, where the library's epilogue adds it for nothing); a 16-bit convolution with
 /// a bias is left alone, as its bias is a separate torch kernel. Torch's matmul folds batch dims
 /// only where they merge by a view; other layouts are left alone too. A depthwise convolution
-/// is left to the window kernel, which computes it with the ops around it.
+/// is left to the window kernel, which computes it with the ops around it, and an attention's
+/// GEMMs to the attention kernel (attention_plan.h).
 bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
+  std::set<int> in_attention;  // the attention kernel's GEMMs are its own
+  for (const auto& [last, step] : attention_steps(*g)) {
+    in_attention.insert(step.ops.begin(), step.ops.end());
+  }
   for (std::size_t k = 0; k < g->ops.size(); ++k) {
     const Op op = g->ops[k];  // a copy: values and ops change below
     if (op.op_class != OpClass::kGemm && op.op_class != OpClass::kConvolution) continue;
+    if (in_attention.count(static_cast<int>(k))) continue;
     if (is_depthwise_convolution(*g, op)) continue;
     const Value made = g->values[op.value];
     if (made.results.size() != 1) continue;

@@ -24,6 +24,12 @@ struct Candidate {
   std::vector<KernelConfig> configs;         // worth timing, the default first
   std::string pattern;      // the kernel source's sha256: same ops, dtypes and plan
   std::string shape_class;  // sizes rounded so that tasks of similar shape share a winner
+  // A plainer candidate for the same graph, to write instead where this one does not build,
+  // fails verification or crashes (the attention kernel's GEMMs summed in another order than
+  // the library's can round a score of a spiked input to the next 16-bit value), with what it
+  // does differently; at most one.
+  std::vector<Candidate> fallbacks;
+  std::string summary;  // for a fallback: "attention's GEMMs through the library"
 };
 
 /// The CPU backends' configurations: OpenMP schedules of the row loop.

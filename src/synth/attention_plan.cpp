@@ -1,0 +1,619 @@
+#include "synth/attention_plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "synth/expression.h"
+#include "synth/model_source.h"
+#include "util/hash.h"
+#include "util/text.h"
+
+namespace cuda_agent::synth {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::int64_t kLargestHeadDim = 128;  // the CUDA kernel's registers hold 16 x that
+
+std::string n(std::int64_t k) { return std::to_string(k); }
+
+bool is_gemm(const Op& op) { return op.name == "matmul" || op.name == "bmm"; }
+
+/// The one op that reads value, or -1 where none, several, or the graph's outputs do.
+int only_reader(const Graph& graph, int value) {
+  if (std::count(graph.outputs.begin(), graph.outputs.end(), value)) return -1;
+  int reader = -1;
+  for (std::size_t k = 0; k < graph.ops.size(); ++k) {
+    const auto& in = graph.ops[k].inputs;
+    if (std::find(in.begin(), in.end(), value) == in.end()) continue;
+    if (reader >= 0) return -1;
+    reader = static_cast<int>(k);
+  }
+  return reader;
+}
+
+const TensorType* type_of(const Graph& graph, int value) {
+  const auto& r = graph.values[value].results;
+  return r.size() == 1 ? &r[0] : nullptr;
+}
+
+/// The value an argument names, or -1.
+int argument_value(const Graph& graph, const Op& op, std::size_t index) {
+  if (!op.args.is_array() || index >= op.args.size()) return -1;
+  const json& a = op.args[index];
+  return a.is_object() && a.contains("ref") ? graph.find(a["ref"].get<std::string>()) : -1;
+}
+
+/// Whether op is softmax over its last dim, computed in its input's dtype.
+bool softmax_of_last_dim(const Graph& graph, const Op& op, std::string* why) {
+  if (op.name != "softmax" && op.name != "_softmax") {
+    *why = op.target + " is no softmax";
+    return false;
+  }
+  const TensorType* t = op.inputs.empty() ? nullptr : type_of(graph, op.inputs[0]);
+  const json& dim = argument(op, 1, "dim");
+  const auto rank = t ? static_cast<std::int64_t>(t->shape.size()) : 0;
+  if (!t || rank == 0 || !dim.is_number_integer() ||
+      (dim.get<std::int64_t>() % rank + rank) % rank != rank - 1) {
+    *why = op.target + " is not over the last dim";
+    return false;
+  }
+  const json& cast =
+      op.name == "softmax" ? argument(op, 2, "dtype") : argument(op, 2, "half_to_float");
+  if (!(cast.is_null() || (cast.is_boolean() && !cast.get<bool>()))) {
+    *why = op.target + " changes the dtype";
+    return false;
+  }
+  return true;
+}
+
+/// The input of op that carries the scores along f: the one made by a GEMM or an elementwise
+/// op, of the scores' shape; -1 where there is not exactly one.
+int running_input(const Graph& graph, const Op& op, const std::vector<std::int64_t>& shape) {
+  int found = -1;
+  for (int input : std::set<int>(op.inputs.begin(), op.inputs.end())) {
+    const int maker = graph.values[input].op;
+    const TensorType* t = type_of(graph, input);
+    if (maker < 0 || !t || t->shape != shape) continue;
+    const Op& m = graph.ops[maker];
+    if (!is_gemm(m) && !is_elementwise_op(m.name)) continue;
+    if (found >= 0) return -1;
+    found = input;
+  }
+  return found;
+}
+
+}  // namespace
+
+std::vector<int> AttentionOps::all() const {
+  std::vector<int> ops = chain;
+  ops.insert(ops.begin(), scores);
+  ops.push_back(softmax);
+  ops.push_back(output);
+  return ops;
+}
+
+bool match_attention(const Graph& graph, int softmax, AttentionOps* ops, std::string* why) {
+  *ops = {};
+  const Op& op = graph.ops[softmax];
+  if (!softmax_of_last_dim(graph, op, why)) return false;
+  const int probabilities = op.value;
+  const int reader = only_reader(graph, probabilities);
+  if (reader < 0 || !is_gemm(graph.ops[reader]) ||
+      argument_value(graph, graph.ops[reader], 0) != probabilities ||
+      argument_value(graph, graph.ops[reader], 1) == probabilities) {
+    *why =
+        "the softmax's probabilities are not the first operand of one GEMM and read by "
+        "nothing else";
+    return false;
+  }
+  const TensorType* shape = type_of(graph, op.inputs[0]);
+  // Back from the softmax along f to the GEMM of the scores, each value read only by the next.
+  int value = op.inputs[0], next = softmax;
+  std::vector<int> chain;
+  while (true) {
+    const int maker = graph.values[value].op;
+    if (maker < 0) {
+      *why = "the softmax does not read a GEMM's scores";
+      return false;
+    }
+    if (only_reader(graph, value) != next) {
+      *why = graph.values[value].name + " is read by more than the attention";
+      return false;
+    }
+    const Op& m = graph.ops[maker];
+    if (is_gemm(m)) {
+      ops->scores = maker;
+      break;
+    }
+    const int running = is_elementwise_op(m.name) ? running_input(graph, m, shape->shape) : -1;
+    if (running < 0) {
+      *why = m.target + " between the scores and the softmax is no elementwise op of the scores";
+      return false;
+    }
+    chain.insert(chain.begin(), maker);
+    next = maker;
+    value = running;
+  }
+  ops->chain = std::move(chain);
+  ops->softmax = softmax;
+  ops->output = reader;
+  return true;
+}
+
+Status plan_attention(const Graph& graph, AttentionPlan* plan) {
+  *plan = {};
+  const auto refuse = [](const std::string& why) {
+    return Status::InvalidArgument("no attention plan: " + why);
+  };
+  int softmax = -1;
+  for (std::size_t k = 0; k < graph.ops.size(); ++k) {
+    if (graph.ops[k].name == "softmax" || graph.ops[k].name == "_softmax") {
+      if (softmax >= 0) return refuse("more than one softmax");
+      softmax = static_cast<int>(k);
+    }
+  }
+  if (softmax < 0) return refuse("no softmax");
+  AttentionOps ops;
+  std::string why;
+  if (!match_attention(graph, softmax, &ops, &why)) return refuse(why);
+  if (ops.all().size() != graph.ops.size()) return refuse("ops besides the attention's");
+  const Op& scores = graph.ops[ops.scores];
+  const Op& output = graph.ops[ops.output];
+  if (graph.outputs != std::vector<int>{output.value}) {
+    return refuse("outputs besides the attention's");
+  }
+  plan->q = argument_value(graph, scores, 0);
+  plan->kt = argument_value(graph, scores, 1);
+  plan->v = argument_value(graph, output, 1);
+  if (plan->q < 0 || plan->kt < 0 || plan->v < 0 || scores.args.size() != 2 ||
+      output.args.size() != 2) {
+    return refuse("a GEMM of operands other than two tensors");
+  }
+  const TensorType* q = type_of(graph, plan->q);
+  const TensorType* kt = type_of(graph, plan->kt);
+  const TensorType* v = type_of(graph, plan->v);
+  const TensorType* s = type_of(graph, scores.value);
+  const TensorType* o = type_of(graph, output.value);
+  if (!q || !kt || !v || !s || !o || q->shape.size() < 2 || kt->shape.size() < 2 ||
+      v->shape.size() < 2 || s->shape.size() < 2) {
+    return refuse("a GEMM of vectors");
+  }
+  plan->dtype = q->dtype;
+  if (!is_16_bit_float(plan->dtype)) {
+    return refuse("Q is " + plan->dtype + ": the tensor cores' kernel takes float16 and bfloat16");
+  }
+  for (const TensorType* t : {kt, v, s, o, type_of(graph, graph.ops[softmax].value)}) {
+    if (!t || t->dtype != plan->dtype) return refuse("operands and results of several dtypes");
+  }
+  plan->head_dim = q->shape.back();
+  plan->value_dim = v->shape.back();
+  const std::int64_t lq = q->shape[q->shape.size() - 2], lk = kt->shape.back();
+  if (kt->shape[kt->shape.size() - 2] != plan->head_dim || v->shape[v->shape.size() - 2] != lk) {
+    return refuse("GEMMs whose inner dims differ");
+  }
+  for (std::int64_t dim : {plan->head_dim, plan->value_dim}) {
+    if (dim % 16 != 0 || dim < 16 || dim > kLargestHeadDim) {
+      return refuse("a head dim of " + n(dim) + ", not a multiple of 16 up to " +
+                    n(kLargestHeadDim));
+    }
+  }
+  plan->batch_rank = static_cast<int>(s->shape.size()) - 2;
+  if (plan->batch_rank > 2) return refuse("more than two batch dims");
+  std::vector<std::int64_t> expected(s->shape.begin(), s->shape.end() - 2);
+  expected.push_back(lq);
+  expected.push_back(plan->value_dim);
+  if (s->shape[s->shape.size() - 2] != lq || s->shape.back() != lk || o->shape != expected) {
+    return refuse("V broadcasts the scores' batch dims");
+  }
+  // f, written as the other plans write elementwise ops.
+  std::vector<std::string> problems;
+  ElementLines f(graph, {&plan->inputs, &plan->lines, &plan->ops, "b", false, "attention"},
+                 &problems);
+  f.define(scores.value, "s", true);  // rounded first (score_lines)
+  plan->ops.insert(plan->ops.begin(), scores.name);
+  for (int k : ops.chain) {
+    const Op& op = graph.ops[k];
+    const TensorType* t = type_of(graph, op.value);
+    if (!t || t->dtype != plan->dtype || t->shape != s->shape || !f.add(op, s->shape)) {
+      if (problems.empty()) problems.push_back(op.target + " changes the scores' shape or dtype");
+      return refuse(join(problems, "; "));
+    }
+  }
+  const int last = graph.ops[softmax].inputs[0];
+  if (!f.operand(last, s->shape, &plan->score)) return refuse(join(problems, "; "));
+  plan->ops.push_back(graph.ops[softmax].name);
+  plan->ops.push_back(output.name);
+  return Status::OK();
+}
+
+namespace {
+
+/// The kernel entry's parameters, the same on both backends: Q, K^T, V, f's tensors and the
+/// output; then B, H, Lq, Lk and each tensor's four strides (in elements) against the
+/// (B, H, ...) shapes model_new.py views them at.
+std::string entry_params(const AttentionPlan& plan) {
+  std::string p = "const T* q, const T* kt, const T* v, ";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    p += "const " + element_type(plan.inputs[k].dtype) + "* p_in" + n(k) + ", ";
+  }
+  p += "T* out, int64_t B, int64_t H, int64_t Lq, int64_t Lk";
+  for (const char* t : {"q", "k", "v"}) {
+    for (int d = 0; d < 4; ++d) p += ", int64_t " + std::string(t) + n(d);
+  }
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    for (int d = 0; d < 4; ++d) p += ", int64_t e" + n(k) + "_" + n(d);
+  }
+  return p + ", void* stream";
+}
+
+/// Reads f's tensors at score (b, h, i, j) from pointer expressions `prefix`p_in<k>, strides
+/// `prefix`e<k>_<d>, then f's lines.
+std::string score_lines(const AttentionPlan& plan, const std::string& prefix,
+                        const std::string& indent) {
+  // The product rounded to the dtype as torch stores it, so that f and the softmax see torch's
+  // values: on an input with a large element, the rounding moves a score by more than the
+  // tolerance allows its exponential to move.
+  std::string s = indent + "s = " + rounded("s", plan.dtype) + ";\n";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    const std::string e = prefix + "e" + n(k) + "_";
+    s += indent + "const float in" + n(k) + " = sa_load(" + prefix + "p_in" + n(k) + "[b * " + e +
+         "0 + h * " + e + "1 + i * " + e + "2 + j * " + e + "3]);\n";
+  }
+  for (const std::string& line : plan.lines) s += indent + line + "\n";
+  return s;
+}
+
+std::string cpu_source(const AttentionPlan& plan, const std::string& head) {
+  return head + "#include <stdlib.h>\n#include <string.h>\n#include <omp.h>\n\n" +
+         "#define SA_FN static inline\n" + dtype_helpers("cpu") + kExpressionHelpers + "typedef " +
+         element_type(plan.dtype) + " T;\n#define SA_D " + n(plan.head_dim) + "\n#define SA_DV " +
+         n(plan.value_dim) +
+         "\n\n"
+         "extern \"C\" int fused_attention(" +
+         entry_params(plan) +
+         ") {\n"
+         "  (void)stream;\n"
+         "  const int64_t rows = B * H * Lq;\n"
+         "  if (Lk == 0) {  // no keys: softmax(empty) @ V(empty) is zeros\n"
+         "    memset(out, 0, sizeof(T) * rows * SA_DV);\n"
+         "    return 0;\n"
+         "  }\n"
+         "  int failed = 0;\n"
+         "#pragma omp parallel\n"
+         "  {\n"
+         "    float* p = (float*)malloc(sizeof(float) * Lk);  // a row's scores\n"
+         "    if (!p) {\n"
+         "#pragma omp atomic write\n"
+         "      failed = 1;\n"
+         "    }\n"
+         "#pragma omp for schedule(static)\n"
+         "    for (int64_t r = 0; r < rows; ++r) {\n"
+         "      if (!p) continue;\n"
+         "      const int64_t b = r / (H * Lq), h = (r / Lq) % H, i = r % Lq;\n"
+         "      float qf[SA_D];\n"
+         "      for (int d = 0; d < SA_D; ++d) qf[d] = sa_load(q[b * q0 + h * q1 + i * q2 + d * "
+         "q3]);\n"
+         "      float m = -INFINITY;\n"
+         "      for (int64_t j = 0; j < Lk; ++j) {\n"
+         "        const T* kj = kt + b * k0 + h * k1 + j * k3;\n"
+         "        float s = 0.0f;\n"
+         "        for (int d = 0; d < SA_D; ++d) s += qf[d] * sa_load(kj[d * k2]);\n" +
+         score_lines(plan, "", "        ") + "        p[j] = " + plan.score +
+         ";\n"
+         "        if (p[j] > m) m = p[j];\n"
+         "      }\n"
+         "      // A row masked whole is NaN, as torch's softmax makes it: 0 / 0.\n"
+         "      const float base = m == -INFINITY ? 0.0f : m;\n"
+         "      float l = 0.0f, acc[SA_DV];\n"
+         "      for (int c = 0; c < SA_DV; ++c) acc[c] = 0.0f;\n"
+         "      for (int64_t j = 0; j < Lk; ++j) {\n"
+         "        const float e = expf(p[j] - base);\n"
+         "        const T* vj = v + b * v0 + h * v1 + j * v2;\n"
+         "        l += e;\n"
+         "        for (int c = 0; c < SA_DV; ++c) acc[c] += e * sa_load(vj[c * v3]);\n"
+         "      }\n"
+         "      for (int c = 0; c < SA_DV; ++c) sa_store(out + r * SA_DV + c, acc[c] / l);\n"
+         "    }\n"
+         "    free(p);\n"
+         "  }\n"
+         "  return failed;\n"
+         "}\n";
+}
+
+// The CUDA kernel, after the plan's definitions (T, SA_D, SA_DV, SA_MMA_TYPES, SaArgs and
+// sa_score): a block of 4 warps takes 64 queries of one (batch, head) and walks the keys 64 at
+// a time, through shared memory that holds the queries, the keys and the values transposed,
+// each row padded by 8 elements so that the fragment reads of a warp fall in 32 distinct banks.
+const char* const kCudaKernel = R"(#define SA_BM 64            // queries a block
+#define SA_BN 64            // keys a step
+#define SA_LDK (SA_D + 8)   // a query's or key's row in shared memory
+#define SA_LDV (SA_BN + 8)  // a row of V transposed: one value dim's 64 keys
+
+// c += a b on the tensor cores: a 16 x 16 tile of the first operand (row-major fragments), a
+// 16 x 8 tile of the second (column-major), c a 16 x 8 tile of float32.
+SA_FN void sa_mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." SA_MMA_TYPES ".f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+SA_FN uint32_t sa_word_at(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+// A ROWS x COLS tile, element (r, c) read from base + r * rs + c * cs, into s[r * ld + c] (or,
+// transposed, s[c * ld + r]); rows from `valid` on are zeros. vec: cs is 1 and every row starts
+// 16 bytes aligned, so that a thread moves 8 elements at once.
+template <int ROWS, int COLS, bool TRANSPOSED>
+SA_FN void sa_tile(uint16_t* s, int ld, const uint16_t* base, int64_t rs, int64_t cs,
+                   int64_t valid, bool vec) {
+  if (vec) {
+    for (int c = threadIdx.x; c < ROWS * COLS / 8; c += blockDim.x) {
+      const int r = c / (COLS / 8), k = (c % (COLS / 8)) * 8;
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (r < valid) x = __ldg(reinterpret_cast<const uint4*>(base + r * rs + k));
+      if (TRANSPOSED) {
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s[(k + e) * ld + r] = (uint16_t)(w[e / 2] >> (16 * (e % 2)));
+      } else {
+        *reinterpret_cast<uint4*>(s + r * ld + k) = x;
+      }
+    }
+  } else {
+    for (int c = threadIdx.x; c < ROWS * COLS; c += blockDim.x) {
+      const int r = c / COLS, k = c % COLS;
+      const uint16_t x = r < valid ? base[r * rs + k * cs] : (uint16_t)0;
+      s[TRANSPOSED ? k * ld + r : r * ld + k] = x;
+    }
+  }
+}
+
+static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bool vk, bool vv) {
+  extern __shared__ __align__(16) uint16_t sa_smem[];
+  uint16_t* qs = sa_smem;             // SA_BM x SA_LDK
+  uint16_t* ks = qs + SA_BM * SA_LDK;  // SA_BN x SA_LDK
+  uint16_t* vt = ks + SA_BN * SA_LDK;  // SA_DV x SA_LDV
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;  // a fragment's row group and the thread in it
+  const int r0 = warp * 16 + g;           // this thread's rows of the block: r0 and r0 + 8
+  const int64_t m0 = (int64_t)blockIdx.x * SA_BM;
+  const uint16_t* q = reinterpret_cast<const uint16_t*>(a.q);
+  const uint16_t* kt = reinterpret_cast<const uint16_t*>(a.kt);
+  const uint16_t* v = reinterpret_cast<const uint16_t*>(a.v);
+  for (int64_t bh = blockIdx.y; bh < a.B * a.H; bh += gridDim.y) {
+    const int64_t b = bh / a.H, h = bh % a.H;
+    __syncthreads();  // the previous (batch, head)'s reads of shared memory are done
+    sa_tile<SA_BM, SA_D, false>(qs, SA_LDK, q + b * a.qs[0] + h * a.qs[1] + m0 * a.qs[2],
+                                a.qs[2], a.qs[3], a.Lq - m0, vq);
+    __syncthreads();
+    uint32_t qf[SA_D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < SA_D / 16; ++kk) {
+      const uint16_t* p = qs + r0 * SA_LDK + kk * 16 + 2 * t;
+      qf[kk][0] = sa_word_at(p);
+      qf[kk][1] = sa_word_at(p + 8 * SA_LDK);
+      qf[kk][2] = sa_word_at(p + 8);
+      qf[kk][3] = sa_word_at(p + 8 * SA_LDK + 8);
+    }
+    float o[SA_DV / 8][4];
+#pragma unroll
+    for (int dt = 0; dt < SA_DV / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+    float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int64_t n0 = 0; n0 < a.Lk; n0 += SA_BN) {
+      __syncthreads();  // the last step's reads of the keys and values are done
+      sa_tile<SA_BN, SA_D, false>(ks, SA_LDK, kt + b * a.ks[0] + h * a.ks[1] + n0 * a.ks[3],
+                                  a.ks[3], a.ks[2], a.Lk - n0, vk);
+      sa_tile<SA_BN, SA_DV, true>(vt, SA_LDV, v + b * a.vs[0] + h * a.vs[1] + n0 * a.vs[2],
+                                  a.vs[2], a.vs[3], a.Lk - n0, vv);
+      __syncthreads();
+      // The scores of this warp's 16 queries and the step's 64 keys.
+      float s[SA_BN / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < SA_BN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < SA_D / 16; ++kk) {
+#pragma unroll
+        for (int nt = 0; nt < SA_BN / 8; ++nt) {
+          const uint16_t* p = ks + (nt * 8 + g) * SA_LDK + kk * 16 + 2 * t;
+          sa_mma(s[nt], qf[kk], sa_word_at(p), sa_word_at(p + 8));
+        }
+      }
+      // f of each score; a key past the end scores -inf. The tensors f reads are read at the
+      // last query for rows past the end, whose results nothing stores.
+#pragma unroll
+      for (int nt = 0; nt < SA_BN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t i = m0 + r0 + (e >> 1) * 8, j = n0 + nt * 8 + 2 * t + (e & 1);
+          s[nt][e] = j < a.Lk ? sa_score(a, s[nt][e], b, h, i < a.Lq ? i : a.Lq - 1, j)
+                              : -INFINITY;
+        }
+      }
+      // The online softmax of each of the thread's two rows: the 4 threads of a row group
+      // hold its 64 scores between them.
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        float top = mx[hr];
+#pragma unroll
+        for (int nt = 0; nt < SA_BN / 8; ++nt) top = fmaxf(top, fmaxf(s[nt][2 * hr], s[nt][2 * hr + 1]));
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+        // A row masked so far has nothing to shift by: its exponentials are 0.
+        const float base = top == -INFINITY ? 0.0f : top;
+        const float alpha = __expf(mx[hr] - base);
+        mx[hr] = top;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < SA_BN / 8; ++nt) {
+          s[nt][2 * hr] = __expf(s[nt][2 * hr] - base);
+          s[nt][2 * hr + 1] = __expf(s[nt][2 * hr + 1] - base);
+          sum += s[nt][2 * hr] + s[nt][2 * hr + 1];
+        }
+        l[hr] = l[hr] * alpha + sum;  // this thread's part of the row's sum
+#pragma unroll
+        for (int dt = 0; dt < SA_DV / 8; ++dt) {
+          o[dt][2 * hr] *= alpha;
+          o[dt][2 * hr + 1] *= alpha;
+        }
+      }
+      // o += P V: two neighbouring 16 x 8 tiles of scores are one 16 x 16 first operand.
+#pragma unroll
+      for (int kc = 0; kc < SA_BN / 16; ++kc) {
+        const uint32_t pa[4] = {sa_word(s[2 * kc][0], s[2 * kc][1], (const T*)0),
+                                sa_word(s[2 * kc][2], s[2 * kc][3], (const T*)0),
+                                sa_word(s[2 * kc + 1][0], s[2 * kc + 1][1], (const T*)0),
+                                sa_word(s[2 * kc + 1][2], s[2 * kc + 1][3], (const T*)0)};
+#pragma unroll
+        for (int dt = 0; dt < SA_DV / 8; ++dt) {
+          const uint16_t* p = vt + (dt * 8 + g) * SA_LDV + kc * 16 + 2 * t;
+          sa_mma(o[dt], pa, sa_word_at(p), sa_word_at(p + 8));
+        }
+      }
+    }
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 1);
+      l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 2);
+      const int64_t i = m0 + r0 + hr * 8;
+      if (i >= a.Lq) continue;
+      // A row masked whole is NaN, as torch's softmax makes it: 0 / 0.
+      T* row = a.out + (bh * a.Lq + i) * SA_DV;
+#pragma unroll
+      for (int dt = 0; dt < SA_DV / 8; ++dt) {
+        *reinterpret_cast<uint32_t*>(row + dt * 8 + 2 * t) =
+            sa_word(o[dt][2 * hr] / l[hr], o[dt][2 * hr + 1] / l[hr], (const T*)0);
+      }
+    }
+  }
+}
+
+// Whether a tensor's rows may be read 16 bytes at a time: its elements along a row are
+// neighbours, and every row starts 16 bytes aligned.
+static bool sa_rows16(const void* p, int64_t sb, int64_t sh, int64_t sr, int64_t se) {
+  return se == 1 && reinterpret_cast<uintptr_t>(p) % 16 == 0 && sb % 8 == 0 && sh % 8 == 0 &&
+         sr % 8 == 0;
+}
+)";
+
+std::string cuda_source(const AttentionPlan& plan, const std::string& head) {
+  std::string args = "struct SaArgs {\n  const T* q;\n  const T* kt;\n  const T* v;\n  T* out;\n";
+  std::string fill = "  a.q = q;\n  a.kt = kt;\n  a.v = v;\n  a.out = out;\n";
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    args += "  const " + element_type(plan.inputs[k].dtype) + "* p_in" + n(k) + ";\n";
+    fill += "  a.p_in" + n(k) + " = p_in" + n(k) + ";\n";
+  }
+  args += "  int64_t B, H, Lq, Lk;\n  int64_t qs[4], ks[4], vs[4];\n";
+  fill += "  a.B = B;\n  a.H = H;\n  a.Lq = Lq;\n  a.Lk = Lk;\n";
+  for (int d = 0; d < 4; ++d) {
+    fill += "  a.qs[" + n(d) + "] = q" + n(d) + ";\n  a.ks[" + n(d) + "] = k" + n(d) +
+            ";\n  a.vs[" + n(d) + "] = v" + n(d) + ";\n";
+  }
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    args += "  int64_t e" + n(k) + "_0, e" + n(k) + "_1, e" + n(k) + "_2, e" + n(k) + "_3;\n";
+    for (int d = 0; d < 4; ++d) {
+      fill += "  a.e" + n(k) + "_" + n(d) + " = e" + n(k) + "_" + n(d) + ";\n";
+    }
+  }
+  args += "};\n\n";
+  const std::string score =
+      "// f: the score s of query i and key j of (batch, head) (b, h) as the softmax reads it.\n"
+      "SA_FN float sa_score(const SaArgs& a, float s, int64_t b, int64_t h, int64_t i, int64_t "
+      "j) {\n" +
+      score_lines(plan, "a.", "  ") + "  return " + plan.score + ";\n}\n\n";
+  return head +
+         "#include <cuda_runtime.h>\n\n"
+         "#define SA_FN static __device__ __forceinline__\n" +
+         dtype_helpers("cuda") + kExpressionHelpers + "typedef " + element_type(plan.dtype) +
+         " T;\n#define SA_D " + n(plan.head_dim) + "\n#define SA_DV " + n(plan.value_dim) +
+         "\n#define SA_MMA_TYPES \"" + (plan.dtype == "bfloat16" ? "bf16.bf16" : "f16.f16") +
+         "\"\n\n" + args + score + kCudaKernel + "\nextern \"C\" int fused_attention(" +
+         entry_params(plan) +
+         ") {\n"
+         "  cudaStream_t st = (cudaStream_t)stream;\n"
+         "  const int64_t rows = B * H * Lq;\n"
+         "  if (rows == 0) return 0;\n"
+         "  if (Lk == 0)  // no keys: softmax(empty) @ V(empty) is zeros\n"
+         "    return (int)cudaMemsetAsync(out, 0, sizeof(T) * rows * SA_DV, st);\n"
+         "  const int64_t tiles = (Lq + SA_BM - 1) / SA_BM;\n"
+         "  if (tiles > INT32_MAX) return (int)cudaErrorInvalidValue;\n"
+         "  SaArgs a;\n" +
+         fill +
+         "  const size_t bytes = sizeof(uint16_t) * ((SA_BM + SA_BN) * SA_LDK + SA_DV * "
+         "SA_LDV);\n"
+         "  cudaError_t e = cudaFuncSetAttribute(sa_attention, "
+         "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);\n"
+         "  if (e != cudaSuccess) return (int)e;\n"
+         "  const dim3 grid((unsigned)tiles, (unsigned)(B * H < 65535 ? B * H : 65535));\n"
+         "  sa_attention<<<grid, 128, bytes, st>>>(a, sa_rows16(q, q0, q1, q2, q3),\n"
+         "                                         sa_rows16(kt, k0, k1, k3, k2),\n"
+         "                                         sa_rows16(v, v0, v1, v2, v3));\n"
+         "  return (int)cudaGetLastError();\n"
+         "}\n";
+}
+
+}  // namespace
+
+std::string attention_kernel_source(const AttentionPlan& plan, const std::string& device) {
+  const std::string head = "// Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
+                           " as one attention kernel; the scores never leave the chip.\n"
+                           "#include <math.h>\n#include <stdint.h>\n";
+  return device == "cuda" ? cuda_source(plan, head) : cpu_source(plan, head);
+}
+
+std::string attention_model_source(const Graph& graph, const AttentionPlan& plan) {
+  const std::size_t extras = plan.inputs.size();
+  std::vector<int> reads = {plan.q, plan.kt, plan.v};
+  for (const ElementInput& in : plan.inputs) reads.push_back(in.value);
+  return "\"\"\"Generated by cuda-agent's synthesizer: " + join(plan.ops, ", ") +
+         " in one attention kernel (kernels/).\"\"\"\n\n"
+         "import torch\nimport torch.nn as nn\n\nfrom utils.kernels import load\n\n"
+         "lib = load()\n"
+         "fused_attention = lib.bind(\"fused_attention\", *[\"tensor\"] * " +
+         n(4 + extras) + ", *[\"i64\"] * " + n(16 + 4 * extras) +
+         ", \"stream\")\n"
+         "HEAD_DIM, VALUE_DIM = " +
+         n(plan.head_dim) + ", " + n(plan.value_dim) +
+         "  # the kernel's, fixed when it was written\n\n\n"
+         "def view4(t, batch, last):\n"
+         "    \"\"\"t broadcast to batch + last as a view, with dims of size 1 in front up to "
+         "4.\"\"\"\n"
+         "    t = t.expand(*batch, *last)\n"
+         "    while t.dim() < 4:\n"
+         "        t = t.unsqueeze(0)\n"
+         "    return t\n\n\n" +
+         model_class_head(graph, reads) +
+         "        q, kt, v, *extras = inputs\n"
+         "        if q.shape[-1] != HEAD_DIM or v.shape[-1] != VALUE_DIM:\n"
+         "            raise ValueError(f\"the kernel was written for a head dim of {HEAD_DIM} and "
+         "\"\n"
+         "                             f\"{VALUE_DIM}, not {q.shape[-1]} and {v.shape[-1]}\")\n"
+         "        batch = torch.broadcast_shapes(q.shape[:-2], kt.shape[:-2])\n"
+         "        lq, lk = q.shape[-2], kt.shape[-1]\n"
+         "        q4 = view4(q, batch, (lq, HEAD_DIM))\n"
+         "        kt4 = view4(kt, batch, (HEAD_DIM, lk))\n"
+         "        v4 = view4(v, batch, (lk, VALUE_DIM))\n"
+         "        extras4 = [view4(e, batch, (lq, lk)) for e in extras]\n"
+         "        out = torch.empty(*batch, lq, VALUE_DIM, dtype=q.dtype, device=q.device)\n"
+         "        fused_attention(q4, kt4, v4, *extras4, out, q4.shape[0], q4.shape[1], lq, lk,\n"
+         "                        *q4.stride(), *kt4.stride(), *v4.stride(),\n"
+         "                        *[s for e in extras4 for s in e.stride()])\n"
+         "        return out" +
+         graph.output_view + "\n";
+}
+
+Status synthesize_attention(const Graph& graph, const std::string& device, Candidate* candidate) {
+  AttentionPlan plan;
+  if (Status s = plan_attention(graph, &plan); !s.ok()) return s;
+  const std::string kernel = attention_kernel_source(plan, device);
+  candidate->files["model_new.py"] = attention_model_source(graph, plan);
+  candidate
+      ->files[device == "cuda" ? "kernels/fused_attention.cu" : "kernels/fused_attention.cpp"] =
+      kernel;
+  candidate->configs = {{-1, "64 queries a block, 64 keys a step"}};
+  candidate->pattern = sha256_hex(kernel);
+  candidate->shape_class = "attention of head dim " + n(plan.head_dim);
+  return Status::OK();
+}
+
+}  // namespace cuda_agent::synth
