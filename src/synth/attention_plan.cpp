@@ -343,13 +343,16 @@ SA_FN uint32_t sa_word_at(const uint16_t* p) { return *reinterpret_cast<const ui
 
 // A ROWS x COLS tile, element (r, c) read from base + r * rs + c * cs, into s[r * ld + c] (or,
 // transposed, s[c * ld + r]); rows from `valid` on are zeros. vec: cs is 1 and every row starts
-// 16 bytes aligned, so that a thread moves 8 elements at once.
+// 16 bytes aligned, so that a thread moves 8 elements at once. Neighbouring threads take a row's
+// neighbouring 8 elements, or, transposed, the same 8 of neighbouring rows: each element they
+// store then lies beside the next thread's, in another bank or the same word.
 template <int ROWS, int COLS, bool TRANSPOSED>
 SA_FN void sa_tile(uint16_t* s, int ld, const uint16_t* base, int64_t rs, int64_t cs,
                    int64_t valid, bool vec) {
   if (vec) {
     for (int c = threadIdx.x; c < ROWS * COLS / 8; c += blockDim.x) {
-      const int r = c / (COLS / 8), k = (c % (COLS / 8)) * 8;
+      const int r = TRANSPOSED ? c % ROWS : c / (COLS / 8);
+      const int k = (TRANSPOSED ? c / ROWS : c % (COLS / 8)) * 8;
       uint4 x = make_uint4(0, 0, 0, 0);
       if (r < valid) x = __ldg(reinterpret_cast<const uint4*>(base + r * rs + k));
       if (TRANSPOSED) {
