@@ -415,6 +415,46 @@ def test_a_candidate_that_fails_gives_way_to_its_fallback(agent, tmp_path):
     assert episode["final"]["correct"]
 
 
+def test_the_copy_kernel_moves_any_strided_layout(agent, tmp_path):
+    # The pipeline's copy kernel, as optimize writes it for a reshape of a transposed view, built
+    # as the evaluator builds CPU kernels and run on layouts its walk merges, narrows to 16-, 8-
+    # and 4-byte units, or leaves element by element (misaligned starts, strided inner dims).
+    import ctypes
+    import random
+    import subprocess
+
+    import torch
+
+    task = tmp_path / "copy.py"
+    task.write_text(SMALL_TASK.format(parameters="", batch=4, inputs="torch.randn(batch, 6, 10)",
+                                      body="return torch.relu(x.transpose(1, 2).reshape(-1))"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "compile")
+    assert result.returncode == 0, why(result, r)
+    library = tmp_path / "copy.so"
+    subprocess.run(["g++", "-O2", "-std=c++17", "-fopenmp", "-fPIC", "-shared", "-o", str(library),
+                    str(tmp_path / "ws" / "kernels" / "strided_copy.cpp")], check=True)
+    copy = ctypes.CDLL(str(library)).strided_copy
+    copy.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 20 + [ctypes.c_void_p]
+    rng = random.Random(7)
+    for case in range(60):
+        dtype = rng.choice([torch.float16, torch.float32, torch.float64, torch.uint8])
+        rank = rng.randint(1, 6)
+        base = torch.arange(8 * 5 ** rank).to(dtype)[rng.randint(0, 3):]
+        source = base[:5 ** rank].view([5] * rank)
+        source = source.permute(rng.sample(range(rank), rank))
+        ends = [rng.randint(1, 5) for _ in range(rank)]
+        source = source[tuple(slice(0, e) for e in ends)]
+        if rng.random() < 0.3:  # the inner dim kept whole and contiguous, for wide units
+            inner = base[:8 * 4 ** rank].view([4] * (rank - 1) + [32])
+            source = inner[..., :rng.choice([8, 16, 32])]
+        target = torch.full(source.shape, 77, dtype=dtype)
+        pad = 6 - source.dim()
+        copy(source.data_ptr(), target.data_ptr(), source.element_size(), source.numel(),
+             *([1] * pad + list(source.shape)), *([0] * pad + list(source.stride())),
+             *([0] * pad + list(target.stride())), None)
+        assert torch.equal(target, source), (case, source.shape, source.stride())
+
+
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")
