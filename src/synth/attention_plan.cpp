@@ -1,6 +1,7 @@
 #include "synth/attention_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "synth/expression.h"
@@ -222,6 +223,21 @@ Status plan_attention(const Graph& graph, AttentionPlan* plan) {
   }
   const int last = graph.ops[softmax].inputs[0];
   if (!f.operand(last, s->shape, &plan->score)) return refuse(join(problems, "; "));
+  if (!ops.chain.empty()) {
+    const Op& fill = graph.ops[ops.chain.back()];
+    const json& value = argument(fill, 2, "value");
+    const int mask = argument_value(graph, fill, 1);
+    const bool minus_inf =
+        (value.is_string() && value.get<std::string>() == "-inf") ||
+        (value.is_number() && std::isinf(value.get<double>()) && value.get<double>() < 0);
+    if (fill.name == "masked_fill" && minus_inf && mask >= 0) {
+      for (std::size_t k = 0; k < plan->inputs.size(); ++k) {
+        if (plan->inputs[k].value == mask && plan->inputs[k].dtype == "bool") {
+          plan->mask = static_cast<int>(k);
+        }
+      }
+    }
+  }
   plan->ops.push_back(graph.ops[softmax].name);
   plan->ops.push_back(output.name);
   return Status::OK();
@@ -323,12 +339,13 @@ std::string cpu_source(const AttentionPlan& plan, const std::string& head) {
 
 // The CUDA kernel, after the plan's definitions (T, SA_D, SA_DV, SA_MMA_TYPES, SaArgs and
 // sa_score): a block of 4 warps takes 64 queries of one (batch, head) and walks the keys 64 at
-// a time, through shared memory that holds the queries, the keys and the values transposed,
-// each row padded by 8 elements so that the fragment reads of a warp fall in 32 distinct banks.
+// a time. The keys and values of the next step are on their way into shared memory (cp.async,
+// two stages) while the warps compute on this one's; each row there is padded by 8 elements, so
+// that the 8 rows an ldmatrix phase reads fall in distinct banks.
 const char* const kCudaKernel = R"(#define SA_BM 64            // queries a block
 #define SA_BN 64            // keys a step
 #define SA_LDK (SA_D + 8)   // a query's or key's row in shared memory
-#define SA_LDV (SA_BN + 8)  // a row of V transposed: one value dim's 64 keys
+#define SA_LDV (SA_DV + 8)  // a value's row
 
 // c += a b on the tensor cores: a 16 x 16 tile of the first operand (row-major fragments), a
 // 16 x 8 tile of the second (column-major), c a 16 x 8 tile of float32.
@@ -341,54 +358,86 @@ SA_FN void sa_mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
 
 SA_FN uint32_t sa_word_at(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
-// A ROWS x COLS tile, element (r, c) read from base + r * rs + c * cs, into s[r * ld + c] (or,
-// transposed, s[c * ld + r]); rows from `valid` on are zeros. vec: cs is 1 and every row starts
-// 16 bytes aligned, so that a thread moves 8 elements at once. Neighbouring threads take a row's
-// neighbouring 8 elements, or, transposed, the same 8 of neighbouring rows: each element they
-// store then lies beside the next thread's, in another bank or the same word.
-template <int ROWS, int COLS, bool TRANSPOSED>
+SA_FN uint32_t sa_shared(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// Four 8 x 8 tiles of 16-bit elements from shared memory, lane l naming row l % 8 of tile
+// l / 8: lane 4g + t gets row g, elements 2t and 2t + 1 of each (TRANS: of each transposed).
+template <bool TRANS>
+SA_FN void sa_ldmatrix4(uint32_t* r, const uint16_t* p) {
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(sa_shared(p)));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(sa_shared(p)));
+}
+
+// 16 bytes from global into shared memory without waiting for them; zeros where !real.
+SA_FN void sa_copy16(uint16_t* s, const uint16_t* g, bool real) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :
+               : "r"(sa_shared(s)), "l"(g), "r"(real ? 16 : 0));
+}
+SA_FN void sa_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Until every group of copies but the newest is in shared memory (this thread's).
+SA_FN void sa_wait_but_newest() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+// A ROWS x COLS tile, element (r, c) read from base + r * rs + c * cs, into s[r * ld + c]; rows
+// from `valid` on are zeros. vec: cs is 1 and every row starts 16 bytes aligned, so that 8
+// elements move at once, asynchronously (the caller commits and waits); else element by
+// element, here and now. Neighbouring threads take a row's neighbouring 8 elements.
+template <int ROWS, int COLS>
 SA_FN void sa_tile(uint16_t* s, int ld, const uint16_t* base, int64_t rs, int64_t cs,
                    int64_t valid, bool vec) {
   if (vec) {
     for (int c = threadIdx.x; c < ROWS * COLS / 8; c += blockDim.x) {
-      const int r = TRANSPOSED ? c % ROWS : c / (COLS / 8);
-      const int k = (TRANSPOSED ? c / ROWS : c % (COLS / 8)) * 8;
-      uint4 x = make_uint4(0, 0, 0, 0);
-      if (r < valid) x = __ldg(reinterpret_cast<const uint4*>(base + r * rs + k));
-      if (TRANSPOSED) {
-        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s[(k + e) * ld + r] = (uint16_t)(w[e / 2] >> (16 * (e % 2)));
-      } else {
-        *reinterpret_cast<uint4*>(s + r * ld + k) = x;
-      }
+      const int r = c / (COLS / 8), k = (c % (COLS / 8)) * 8;
+      const bool real = r < valid;
+      sa_copy16(s + r * ld + k, real ? base + r * rs + k : base, real);
     }
   } else {
     for (int c = threadIdx.x; c < ROWS * COLS; c += blockDim.x) {
       const int r = c / COLS, k = c % COLS;
-      const uint16_t x = r < valid ? base[r * rs + k * cs] : (uint16_t)0;
-      s[TRANSPOSED ? k * ld + r : r * ld + k] = x;
+      s[r * ld + k] = r < valid ? base[r * rs + k * cs] : (uint16_t)0;
     }
   }
 }
 
 static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bool vk, bool vv) {
   extern __shared__ __align__(16) uint16_t sa_smem[];
-  uint16_t* qs = sa_smem;             // SA_BM x SA_LDK
-  uint16_t* ks = qs + SA_BM * SA_LDK;  // SA_BN x SA_LDK
-  uint16_t* vt = ks + SA_BN * SA_LDK;  // SA_DV x SA_LDV
+  uint16_t* qs = sa_smem;                  // SA_BM x SA_LDK
+  uint16_t* ks = qs + SA_BM * SA_LDK;      // two stages of SA_BN x SA_LDK
+  uint16_t* vs = ks + 2 * SA_BN * SA_LDK;  // two stages of SA_BN x SA_LDV
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;  // a fragment's row group and the thread in it
   const int r0 = warp * 16 + g;           // this thread's rows of the block: r0 and r0 + 8
+  const int li = lane & 7, lm = lane >> 3;  // the row and the tile this lane names to ldmatrix
   const int64_t m0 = (int64_t)blockIdx.x * SA_BM;
+  const int64_t steps = (a.Lk + SA_BN - 1) / SA_BN;
   const uint16_t* q = reinterpret_cast<const uint16_t*>(a.q);
   const uint16_t* kt = reinterpret_cast<const uint16_t*>(a.kt);
   const uint16_t* v = reinterpret_cast<const uint16_t*>(a.v);
   for (int64_t bh = blockIdx.y; bh < a.B * a.H; bh += gridDim.y) {
     const int64_t b = bh / a.H, h = bh % a.H;
+    const uint16_t* kbase = kt + b * a.ks[0] + h * a.ks[1];
+    const uint16_t* vbase = v + b * a.vs[0] + h * a.vs[1];
+    // The keys and values of step st into stage st % 2.
+    const auto load = [&](int64_t st) {
+      const int64_t n0 = st * SA_BN;
+      sa_tile<SA_BN, SA_D>(ks + (st & 1) * SA_BN * SA_LDK, SA_LDK, kbase + n0 * a.ks[3], a.ks[3],
+                           a.ks[2], a.Lk - n0, vk);
+      sa_tile<SA_BN, SA_DV>(vs + (st & 1) * SA_BN * SA_LDV, SA_LDV, vbase + n0 * a.vs[2],
+                            a.vs[2], a.vs[3], a.Lk - n0, vv);
+    };
     __syncthreads();  // the previous (batch, head)'s reads of shared memory are done
-    sa_tile<SA_BM, SA_D, false>(qs, SA_LDK, q + b * a.qs[0] + h * a.qs[1] + m0 * a.qs[2],
-                                a.qs[2], a.qs[3], a.Lq - m0, vq);
+    sa_tile<SA_BM, SA_D>(qs, SA_LDK, q + b * a.qs[0] + h * a.qs[1] + m0 * a.qs[2], a.qs[2],
+                         a.qs[3], a.Lq - m0, vq);
+    sa_commit();
+    load(0);
+    sa_commit();
+    sa_wait_but_newest();  // the queries
     __syncthreads();
     uint32_t qf[SA_D / 16][4];
 #pragma unroll
@@ -403,23 +452,43 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
 #pragma unroll
     for (int dt = 0; dt < SA_DV / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
     float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    for (int64_t n0 = 0; n0 < a.Lk; n0 += SA_BN) {
-      __syncthreads();  // the last step's reads of the keys and values are done
-      sa_tile<SA_BN, SA_D, false>(ks, SA_LDK, kt + b * a.ks[0] + h * a.ks[1] + n0 * a.ks[3],
-                                  a.ks[3], a.ks[2], a.Lk - n0, vk);
-      sa_tile<SA_BN, SA_DV, true>(vt, SA_LDV, v + b * a.vs[0] + h * a.vs[1] + n0 * a.vs[2],
-                                  a.vs[2], a.vs[3], a.Lk - n0, vv);
+    for (int64_t st = 0; st < steps; ++st) {
+      if (st + 1 < steps) load(st + 1);  // into the stage the last step read
+      sa_commit();                         // (empty on the last step)
+      sa_wait_but_newest();                // this step's keys and values
       __syncthreads();
-      // The scores of this warp's 16 queries and the step's 64 keys.
+      const uint16_t* kst = ks + (st & 1) * SA_BN * SA_LDK;
+      const uint16_t* vst = vs + (st & 1) * SA_BN * SA_LDV;
+      const int64_t n0 = st * SA_BN;
+#if SA_MASK
+      // A step whose keys the mask hides from every query of the block adds nothing to any
+      // row: no maximum, no exponential, no product. Rows and keys past the end count as hidden.
+      bool hidden = true;
+#pragma unroll
+      for (int nt = 0; nt < SA_BN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t i = m0 + r0 + (e >> 1) * 8, j = n0 + nt * 8 + 2 * t + (e & 1);
+          hidden = hidden && (i >= a.Lq || j >= a.Lk || sa_hidden(a, b, h, i, j));
+        }
+      }
+      if (__syncthreads_and(hidden)) continue;  // nothing read this stage: no barrier owed
+#endif
+      // The scores of this warp's 16 queries and the step's 64 keys. One ldmatrix gives the
+      // second operand of two neighbouring 8-key tiles: tile m of lane l is keys
+      // 16 np + 8 (m / 2) + (l % 8), dims 16 kk + 8 (m % 2).
       float s[SA_BN / 8][4];
 #pragma unroll
       for (int nt = 0; nt < SA_BN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < SA_D / 16; ++kk) {
 #pragma unroll
-        for (int nt = 0; nt < SA_BN / 8; ++nt) {
-          const uint16_t* p = ks + (nt * 8 + g) * SA_LDK + kk * 16 + 2 * t;
-          sa_mma(s[nt], qf[kk], sa_word_at(p), sa_word_at(p + 8));
+        for (int np = 0; np < SA_BN / 16; ++np) {
+          uint32_t kf[4];
+          sa_ldmatrix4<false>(kf, kst + (np * 16 + (lm >> 1) * 8 + li) * SA_LDK + kk * 16 +
+                                      (lm & 1) * 8);
+          sa_mma(s[2 * np], qf[kk], kf[0], kf[1]);
+          sa_mma(s[2 * np + 1], qf[kk], kf[2], kf[3]);
         }
       }
       // f of each score; a key past the end scores -inf. The tensors f reads are read at the
@@ -439,7 +508,8 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
       for (int hr = 0; hr < 2; ++hr) {
         float top = mx[hr];
 #pragma unroll
-        for (int nt = 0; nt < SA_BN / 8; ++nt) top = fmaxf(top, fmaxf(s[nt][2 * hr], s[nt][2 * hr + 1]));
+        for (int nt = 0; nt < SA_BN / 8; ++nt)
+          top = fmaxf(top, fmaxf(s[nt][2 * hr], s[nt][2 * hr + 1]));
         top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
         top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
         // A row masked so far has nothing to shift by: its exponentials are 0.
@@ -460,7 +530,9 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
           o[dt][2 * hr + 1] *= alpha;
         }
       }
-      // o += P V: two neighbouring 16 x 8 tiles of scores are one 16 x 16 first operand.
+      // o += P V: two neighbouring 16 x 8 tiles of scores are one 16 x 16 first operand. One
+      // transposing ldmatrix gives the second operand of two neighbouring 8-dim tiles: tile m
+      // of lane l is keys 16 kc + 8 (m % 2) + (l % 8), dims 16 dp + 8 (m / 2).
 #pragma unroll
       for (int kc = 0; kc < SA_BN / 16; ++kc) {
         const uint32_t pa[4] = {sa_word(s[2 * kc][0], s[2 * kc][1], (const T*)0),
@@ -468,11 +540,15 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
                                 sa_word(s[2 * kc + 1][0], s[2 * kc + 1][1], (const T*)0),
                                 sa_word(s[2 * kc + 1][2], s[2 * kc + 1][3], (const T*)0)};
 #pragma unroll
-        for (int dt = 0; dt < SA_DV / 8; ++dt) {
-          const uint16_t* p = vt + (dt * 8 + g) * SA_LDV + kc * 16 + 2 * t;
-          sa_mma(o[dt], pa, sa_word_at(p), sa_word_at(p + 8));
+        for (int dp = 0; dp < SA_DV / 16; ++dp) {
+          uint32_t vf[4];
+          sa_ldmatrix4<true>(vf, vst + (kc * 16 + (lm & 1) * 8 + li) * SA_LDV + dp * 16 +
+                                     (lm >> 1) * 8);
+          sa_mma(o[2 * dp], pa, vf[0], vf[1]);
+          sa_mma(o[2 * dp + 1], pa, vf[2], vf[3]);
         }
       }
+      __syncthreads();  // every warp is done with this stage before it is refilled
     }
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
@@ -519,7 +595,19 @@ std::string cuda_source(const AttentionPlan& plan, const std::string& head) {
     }
   }
   args += "};\n\n";
+  std::string hidden = "#define SA_MASK " + std::string(plan.mask >= 0 ? "1" : "0") + "\n";
+  if (plan.mask >= 0) {
+    const std::string e = "a.e" + n(plan.mask) + "_";
+    hidden +=
+        "// Whether f's last op, a masked_fill by -inf, hides key j from query i: its score is\n"
+        "// -inf whatever Q and K are.\n"
+        "SA_FN bool sa_hidden(const SaArgs& a, int64_t b, int64_t h, int64_t i, int64_t j) {\n"
+        "  return a.p_in" +
+        n(plan.mask) + "[b * " + e + "0 + h * " + e + "1 + i * " + e + "2 + j * " + e +
+        "3];\n}\n\n";
+  }
   const std::string score =
+      hidden +
       "// f: the score s of query i and key j of (batch, head) (b, h) as the softmax reads it.\n"
       "SA_FN float sa_score(const SaArgs& a, float s, int64_t b, int64_t h, int64_t i, int64_t "
       "j) {\n" +
@@ -542,7 +630,7 @@ std::string cuda_source(const AttentionPlan& plan, const std::string& head) {
          "  if (tiles > INT32_MAX) return (int)cudaErrorInvalidValue;\n"
          "  SaArgs a;\n" +
          fill +
-         "  const size_t bytes = sizeof(uint16_t) * ((SA_BM + SA_BN) * SA_LDK + SA_DV * "
+         "  const size_t bytes = sizeof(uint16_t) * ((SA_BM + 2 * SA_BN) * SA_LDK + 2 * SA_BN * "
          "SA_LDV);\n"
          "  cudaError_t e = cudaFuncSetAttribute(sa_attention, "
          "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);\n"

@@ -55,6 +55,10 @@ struct AttentionPlan {
   std::int64_t head_dim = 0;         // Q's and K's last dim
   std::int64_t value_dim = 0;        // V's and the output's
   int batch_rank = 0;                // dims of the scores before the last two: 0, 1 or 2
+  // Where f ends in masked_fill(x, mask, -inf) of a bool input (a causal mask): that input's
+  // index in inputs, else -1. A step whose keys the mask hides from all of a block's queries
+  // adds nothing to their sums, and the CUDA kernel skips its products.
+  int mask = -1;
 };
 
 /// The plan for a graph that is one attention and nothing else (a pipeline step's graph), or an

@@ -89,6 +89,27 @@ TEST(Attention, BothGemmsTheScalingTheMaskAndTheSoftmaxAreOneStep) {
   EXPECT_EQ(plan.lines.size(), 2u);  // the scaling, then the fill
   EXPECT_EQ(plan.ops,
             (std::vector<std::string>{"matmul", "mul", "masked_fill", "softmax", "matmul"}));
+  // f ends in a fill by -inf: the kernel skips the steps the mask hides from a whole block.
+  EXPECT_EQ(plan.mask, 0);
+  EXPECT_NE(attention_kernel_source(plan, "cuda").find("#define SA_MASK 1"), std::string::npos);
+}
+
+TEST(Attention, OnlyAFinalFillByMinusInfinityHidesKeys) {
+  // Filled with a number: the scores are not -inf, the keys not hidden.
+  json doc = attention({{2, 3}, 40, 50, 32, 16});
+  for (json& node : doc["nodes"]) {
+    if (node["name"] == "masked_fill") node["args"][2] = -10000.0;
+  }
+  for (const json& d : {doc, attention({{2, 3}, 40, 50, 32, 16, "float16", false})}) {
+    Graph g = read(d);
+    std::vector<PipelineStep> steps;
+    ASSERT_TRUE(plan_pipeline(g, &steps).ok());
+    ASSERT_NE(attention_step(steps), nullptr);
+    AttentionPlan plan;
+    ASSERT_TRUE(plan_attention(step_graph(g, *attention_step(steps)), &plan).ok());
+    EXPECT_EQ(plan.mask, -1);
+    EXPECT_NE(attention_kernel_source(plan, "cuda").find("#define SA_MASK 0"), std::string::npos);
+  }
 }
 
 TEST(Attention, TheCandidateCallsOneAttentionKernelOnEachDevice) {
