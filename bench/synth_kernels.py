@@ -5,8 +5,9 @@ times eager, torch.compile and the candidate with CUDA events, the L2 cache flus
 call, all three in full fp32 as the evaluator pins them (cuDNN's own default is TF32; --tf32 lets
 the candidate's GEMMs and convolutions take it, as the evaluator's flag does). Quicker than
 synth_suite.py (no sandbox, no secret seeds, one input set), so it is the script for working on
-the kernels; the figures that count are synth_suite.py's, through the evaluator. Writes synth_kernels.json; each task's row is kept in synth-kernels-work so that a run
-cut short resumes (--fresh starts over).
+the kernels; the figures that count are synth_suite.py's, through the evaluator. Writes
+synth_kernels.json; each task's row is kept in synth-kernels-work so that a run cut short resumes
+(--fresh starts over).
 
 Several tasks are prepared at once (--jobs: capture, code, nvcc) and several children run at once
 (--gpu-jobs: start-up, inputs, torch.compile's compile), but a child checks and times only while

@@ -47,11 +47,6 @@ fs::path fresh_workspace(const std::string& task_id, const std::string& policy) 
   }
 }
 
-/// Times a passing candidate's launch configurations through the evaluator and leaves the
-/// fastest in the workspace, filing it in the tuning database; or, when the database already
-/// has a winner for the candidate's pattern, class of sizes and device, starts from that one.
-/// Every configuration is in the one compiled library, so each try is an evaluation without a
-/// compile; each is stored like any other evaluation.
 /// Whether a candidate that ended so gives way to its fallback: it did not build, computed
 /// something else, raised, crashed or hung; not a broken rule or a stopped evaluation.
 bool gives_way(Outcome outcome) {
@@ -60,6 +55,11 @@ bool gives_way(Outcome outcome) {
          outcome == Outcome::kTimeout;
 }
 
+/// Times a passing candidate's launch configurations through the evaluator and leaves the
+/// fastest in the workspace, filing it in the tuning database; or, when the database already
+/// has a winner for the candidate's pattern, class of sizes and device, starts from that one.
+/// Every configuration is in the one compiled library, so each try is an evaluation without a
+/// compile; each is stored like any other evaluation.
 struct Tuner {
   const synth::Candidate& candidate;
   fs::path dir;

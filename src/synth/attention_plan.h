@@ -9,9 +9,11 @@
 /// (batch, head), a warp 16 of them, and walks the keys 64 at a time. Both products run on the
 /// tensor cores (mma.sync m16n8k16, float32 accumulators); a row's maximum and sum are carried
 /// along the keys (an online softmax), the output rescaled as the maximum grows, and each
-/// product's scores become the second product's operand in registers. The head dim is a
-/// compile-time constant (a multiple of 16, up to 128); batch and sequence lengths are the
-/// kernel's arguments. Q, K, V and the tensors of f are read through strides (a transposed view
+/// product's scores become the second product's operand in registers. The next step's keys
+/// and values are on their way into shared memory (cp.async) while the warps compute on this
+/// step's, and a step whose keys f's final masked_fill by -inf hides from every query of the
+/// block (a causal mask's future) is skipped. The head dim is a compile-time constant (a
+/// multiple of 16, up to 128); batch and sequence lengths are the kernel's arguments. Q, K, V and the tensors of f are read through strides (a transposed view
 /// in place, 0 along a broadcast dim), 16 bytes at a time where the layout allows. On the CPU
 /// (OpenMP) a thread takes a query row: its scores in float32, then the softmax and the sum.
 ///
