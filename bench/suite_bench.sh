@@ -6,7 +6,8 @@
 # `report --json`, the store (state/) and one extras.tgz (the HTML report, eval_steps.json, the
 # GPU's name, every episode's log, the machine's memory and load every 5 s): five files, as the
 # device tool brings back eight at most.
-#   SUITE=builtin FILTER='level1/*' JOBS=6 LIMIT=540 bash bench/suite_bench.sh
+#   SUITE=builtin FILTER='level1/* level2/00?_*' JOBS=6 LIMIT=540 bash bench/suite_bench.sh
+# (FILTER: globs separated by spaces, quoted so that the shell here leaves them alone).
 set -u
 cd "$(dirname "$0")/.."
 source bench/device_env.sh
@@ -21,7 +22,9 @@ if [ -f "$store" ] && "$bin" --store "$store" report b1 > /dev/null 2>&1; then
   run=(--resume b1)
 else
   run=(--suite "${SUITE:-builtin}" --device cuda --tune "${TUNE:-off}")
-  [ -n "${FILTER:-}" ] && run+=(--filter "$FILTER")
+  set -f  # the globs are the bench's to match, not the shell's
+  for glob in ${FILTER:-}; do run+=(--filter "$glob"); done
+  set +f
 fi
 # The machine every 5 s while the bench runs (free memory, page cache, dirty and in-writeback
 # pages in GiB, load, GiB free in $TMPDIR): what an evaluation's host steps wait on.

@@ -71,7 +71,7 @@ def main() -> None:
             try:
                 report = harness("timing.py", [
                     "--impl", impl, "--task", str(task), "--init", str(data / "init.pt"),
-                    "--inputs", str(data / "profile_inputs.pt"), "--init-seed", "678",
+                    "--inputs", str(data / "inputs.json"), "--init-seed", "678",
                     "--warmup", "10", "--iters", str(args.iters), "--flush-mb",
                     "256" if args.device == "cuda" else "0", "--save-calls", "0", *common, "--out",
                     str(work / f"timed_{impl}.pt"), *extra], work / f"timing_{impl}.json")

@@ -11,11 +11,12 @@ import startup  # noqa: F401  (first: no garbage collection while modules load)
 import math
 import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
 import common
+import input_sets
 
 
 def make_parser():
@@ -23,7 +24,8 @@ def make_parser():
     parser.add_argument("--task", required=True, help="KernelBench-format task file")
     parser.add_argument("--init", required=True, help="init.pt from prepare.py")
     parser.add_argument("--inputs", required=True,
-                        help="verify_inputs.pt from prepare.py (with --timed: profile_inputs.pt)")
+                        help="inputs.json from prepare.py: the verify sets (with --timed, the "
+                             "profile sets) are drawn from it")
     parser.add_argument("--candidate-out", required=True,
                         help="candidate_out.pt (with --timed: timing.py's --out bundle)")
     parser.add_argument("--seeded-sets", type=int,
@@ -130,12 +132,18 @@ def compare_sets(expected: list[list], got: list[list], atol: float, rtol: float
             "mismatch": mismatch}
 
 
-def find_modified_input(original: list[list], after: list[list]) -> dict | None:
-    """The first input (set, index) whose value after the candidate's call differs at all."""
-    for k, (before, now) in enumerate(zip(original, after)):
-        for j, (value, value_after) in enumerate(zip(before, now)):
-            # None: the candidate's process found this input unchanged (run_candidate.py).
-            if value_after is not None and not common.identical(value, value_after):
+def find_modified_input(original: Sequence[list], after: list[list]) -> dict | None:
+    """The first input (set, index) whose value after the candidate's call differs at all. A
+    set of original is read only where the candidate's process found one of its inputs
+    changed."""
+    for k, now in enumerate(after):
+        # None: the candidate's process found this input unchanged (run_candidate.py).
+        changed = [j for j, value_after in enumerate(now) if value_after is not None]
+        if not changed:
+            continue
+        before = original[k]
+        for j in changed:
+            if not common.identical(before[j], now[j]):
                 return {"set": k, "input": j}
     return None
 
@@ -152,17 +160,18 @@ def read_candidate_bundle(path: str) -> dict:
     return bundle
 
 
-def load_candidate_outputs(path: str, input_sets: list[list]) -> tuple[list, list, list]:
-    """(outputs per set, inputs after the call per set, the rerun of set 0's outputs)."""
+def load_candidate_outputs(path: str, arity: list[int]) -> tuple[list, list, list]:
+    """(outputs per set, inputs after the call per set, the rerun of set 0's outputs); arity:
+    how many inputs each verify set has."""
     bundle = read_candidate_bundle(path)
     outputs, after, rerun = bundle.get("outputs"), bundle.get("inputs_after"), bundle.get("rerun")
-    n = len(input_sets)
+    n = len(arity)
     well_formed = (isinstance(outputs, list) and isinstance(after, list)
                    and isinstance(rerun, list)
                    and len(outputs) == n and len(after) == n
                    and all(isinstance(o, list) for o in outputs)
-                   and all(isinstance(a, list) and len(a) == len(i)
-                           for a, i in zip(after, input_sets)))
+                   and all(isinstance(a, list) and len(a) == count
+                           for a, count in zip(after, arity)))
     if not well_formed:
         raise common.Failure(f"the candidate's outputs {path} are not {n} sets of "
                              "{outputs, inputs_after} and a rerun", "candidate_output")
@@ -205,7 +214,7 @@ def _within(expected: torch.Tensor, got: torch.Tensor | float, atol: float, rtol
     return True
 
 
-def trivial_output(j: int, expected: list[list], input_sets: list[list], atol: float,
+def trivial_output(j: int, expected: list[list], sets: Sequence[list], atol: float,
                    rtol: float, device: str = "cpu") -> str | None:
     """Why output j of the reference could be matched without computing it, or None: it is one
     constant (within tolerance) on every set, it is the same tensor whatever the inputs, or it
@@ -224,21 +233,21 @@ def trivial_output(j: int, expected: list[list], input_sets: list[list], atol: f
                                and _within(v, values[0], atol, rtol, device)
                                for v in values[1:]):
         return "is the same on every input set: it does not depend on the inputs"
-    for i in range(len(input_sets[0])):
+    for i in range(len(sets[0])):
         if all(isinstance(inputs[i], torch.Tensor) and inputs[i].shape == v.shape
                and _within(v, inputs[i], atol, rtol, device)
-               for inputs, v in zip(input_sets, values)):
+               for inputs, v in zip(sets, values)):
             return f"is within tolerance of input {i} on every input set"
     return None
 
 
-def find_degenerate(expected: list[list], input_sets: list[list], atol: float,
+def find_degenerate(expected: list[list], sets: Sequence[list], atol: float,
                     rtol: float, device: str = "cpu") -> dict | None:
     """The task is degenerate when every output is trivial: a candidate that computes nothing
     would pass, so no verdict on a candidate means anything."""
     if not expected or not expected[0]:
         return None
-    reasons = [trivial_output(j, expected, input_sets, atol, rtol, device)
+    reasons = [trivial_output(j, expected, sets, atol, rtol, device)
                for j in range(len(expected[0]))]
     if any(reason is None for reason in reasons):
         return None
@@ -249,21 +258,20 @@ def find_degenerate(expected: list[list], input_sets: list[list], atol: float,
 # --- timed calls -------------------------------------------------------------------------------
 
 
-def check_timed(task: ModuleType, init: dict, base_sets: list[list], bundle: dict, args: Any,
+def check_timed(task: ModuleType, init: dict, device_sets: list[list], bundle: dict, args: Any,
                 report: dict) -> None:
     """Recomputes every timed call of timing.py with the reference: the fingerprints of each
     call's outputs must be within what atol and rtol allow, the kept outputs must match in
     full. Reports "timed": {"calls", "kept", "mismatch"}."""
     with open(args.secret_file) as f:
         secret = int(f.read().strip(), 16)
-    plan = common.TimedPlan(secret, args.iters, len(base_sets), args.save_calls)
+    plan = common.TimedPlan(secret, args.iters, len(device_sets), args.save_calls)
     fingerprints, saved, kept = (bundle.get(k) for k in ("fingerprints", "saved", "outputs"))
     if not (isinstance(fingerprints, list) and len(fingerprints) == args.iters
             and saved == plan.saved and isinstance(kept, list) and len(kept) == len(plan.saved)):
         raise common.Failure("the timed calls' bundle does not hold a fingerprint for each of "
                              f"the {args.iters} calls and the outputs of calls {plan.saved}",
                              "candidate_output")
-    device_sets = [common.to_device(inputs, args.device) for inputs in base_sets]
     try:
         model, _ = common.build_model(task.Model, init, args.init_seed, args.device)
     except Exception as error:
@@ -346,14 +354,14 @@ def compare_fingerprints(i: int, plan: common.TimedPlan, expected: list, got: An
 DEVICE_OUTPUT_SHARE = 0.25
 
 
-def run_reference(task: ModuleType, init: dict, input_sets: list[list], init_seed: int,
+def run_reference(task: ModuleType, init: dict, sets: Sequence[list], init_seed: int,
                   device: str) -> list[list]:
     """The reference's outputs of each set: left on the device while they fit (so that the
     checks that follow read them there), copied to the host otherwise."""
     try:
         model, _ = common.build_model(task.Model, init, init_seed, device)
         results = []
-        for inputs in input_sets:
+        for inputs in sets:
             outputs = common.output_list(model(*common.to_device(inputs, device)))
             common.synchronize(device)
             kept = (device == "cuda" and common.tensor_bytes(outputs)
@@ -367,38 +375,39 @@ def run_reference(task: ModuleType, init: dict, input_sets: list[list], init_see
 
 def main(args: Any, report: dict) -> None:
     init = common.load_bundle(args.init)
-    input_sets = common.load_bundle(args.inputs)
+    task = common.load_task(args.task)
+    common.shrink_task(task, args.shrink)
+    sets = input_sets.InputSets(args.inputs, task, args.device)
     if args.timed:
         if not args.secret_file or args.iters is None or args.iters < 1:
             raise common.UsageError("--timed needs --secret-file and --iters")
         bundle = read_candidate_bundle(args.candidate_out)
-        task = common.load_task(args.task)
-        common.shrink_task(task, args.shrink)
         with common.step(report, "recompute"):
-            check_timed(task, init, input_sets, bundle, args, report)
+            profile = [sets.profile(k) for k in range(sets.profile_count)]
+            check_timed(task, init, profile, bundle, args, report)
         return
-    outputs, inputs_after, rerun = load_candidate_outputs(args.candidate_out, input_sets)
-    task = common.load_task(args.task)
-    common.shrink_task(task, args.shrink)
+    count = sets.verify_count
+    outputs, inputs_after, rerun = load_candidate_outputs(
+        args.candidate_out, [sets.arity(k) for k in range(count)])
     with common.step(report, "reference"):
-        expected = run_reference(task, init, input_sets, args.init_seed, args.device)
+        expected = run_reference(task, init, sets.verify_sets(), args.init_seed, args.device)
     # A task is degenerate on the inputs it describes: a shifted or spiked set may make an
     # almost-constant output vary, but a candidate that computes nothing still passes the rest.
-    seeded = args.seeded_sets or len(input_sets)
+    seeded = min(args.seeded_sets or sets.seeded, count)
     with common.step(report, "degenerate"):
-        report["degenerate"] = find_degenerate(expected[:seeded], input_sets[:seeded],
+        report["degenerate"] = find_degenerate(expected[:seeded], sets.verify_sets(seeded),
                                                args.atol, args.rtol, args.device)
     with common.step(report, "compare"):
         report.update(compare_sets(expected + [expected[0]], outputs + [rerun], args.atol,
                                    args.rtol, args.device))
-    if report["mismatch"] is not None and report["mismatch"]["set"] == len(input_sets):
+    if report["mismatch"] is not None and report["mismatch"]["set"] == count:
         mismatch = report["mismatch"]
         mismatch["detail"] = mismatch["detail"].replace(
-            f"set {len(input_sets)} ", "set 0, run again on a fresh ModelNew over differently "
+            f"set {count} ", "set 0, run again on a fresh ModelNew over differently "
             "poisoned memory, ", 1)
-    report["sets"] = len(input_sets)
+    report["sets"] = count
     with common.step(report, "inputs_modified"):
-        report["inputs_modified"] = find_modified_input(input_sets, inputs_after)
+        report["inputs_modified"] = find_modified_input(sets.verify_sets(), inputs_after)
     report["correct"] = report["mismatch"] is None and report["inputs_modified"] is None
 
 

@@ -1,5 +1,7 @@
 """Draws a task's weights and input sets from secret seeds and checks that the task runs
-(trusted). Writes OUT/init.pt, OUT/verify_inputs.pt and OUT/profile_inputs.pt."""
+(trusted). Writes OUT/init.pt and OUT/inputs.json, the recipe every other process draws the
+input sets from again (input_sets.py); where get_inputs() does not repeat itself, the sets too,
+as OUT/verify_inputs.pt and OUT/profile_inputs.pt."""
 
 import faulthandler
 
@@ -8,7 +10,6 @@ faulthandler.enable()
 import startup  # noqa: F401  (first: no garbage collection while modules load)
 
 import os
-import random
 import sys
 from types import ModuleType
 from typing import Any
@@ -16,88 +17,71 @@ from typing import Any
 import torch
 
 import common
-
-PROFILE_SEED_OFFSET = 1000
+import input_sets
 
 
 def make_parser():
     parser = common.make_parser(__doc__)
     parser.add_argument("--task", required=True, help="KernelBench-format task file")
     parser.add_argument("--seed", type=int, required=True,
-                        help="input seed S: verify set k uses S+k, profile set k S+1000+k")
+                        help="input seed S: verify set k uses S+k, profile set k S+1000+k, "
+                             "the shifted and spiked sets S xor 0x5EED")
     parser.add_argument("--init-seed", type=int, required=True, help="seed for Model's weights")
     parser.add_argument("--verify-sets", type=int, default=5,
                         help="input sets for check.py (default %(default)s)")
     parser.add_argument("--profile-sets", type=int, default=4,
                         help="input sets for timing.py (default %(default)s)")
-    parser.add_argument("--out", required=True, help="folder for the bundles")
+    parser.add_argument("--out", required=True, help="folder for init.pt and the recipe")
     return parser
 
 
-def draw_inputs(task: ModuleType, seed: int, count: int, device: str) -> list[list]:
-    """count sets from get_inputs(), set k under torch.manual_seed(seed + k), as host tensors.
-    The task's tensor factories run on the device (torch.randn of a gigabyte takes milliseconds
-    there and seconds on the host); the sets go to the host one at a time."""
-    sets = []
-    for k in range(count):
-        torch.manual_seed(seed + k)
-        with torch.device(device):
-            sets.append(common.to_cpu(list(task.get_inputs())))
-    return sets
-
-
-def draw_all(task: ModuleType, args: Any, report: dict) -> tuple[list[list], list[list]]:
-    """The verify and profile sets, drawn on the device; on the host instead when get_inputs()
-    cannot run on the device (it builds a host generator of its own, say), and the report's
-    inputs_drawn_on says which."""
-    def both(device: str) -> tuple[list[list], list[list]]:
-        return (draw_inputs(task, args.seed, args.verify_sets, device),
-                draw_inputs(task, args.seed + PROFILE_SEED_OFFSET, args.profile_sets, device))
-
-    report["inputs_drawn_on"] = args.device
-    if args.device != "cpu":
+def draw_set(task: ModuleType, seed: int, device: str, report: dict) -> tuple[list, str]:
+    """One set on the device; on the host instead when get_inputs() cannot run on the device (it
+    builds a host generator of its own, say). Returns the set and where it was drawn."""
+    if device != "cpu":
         try:
-            return both(args.device)
+            return input_sets.draw(task, seed, device), device
         except Exception as error:
-            report["inputs_drawn_on"] = "cpu"
             report["inputs_device_error"] = f"{type(error).__name__}: {error}"
-    return both("cpu")
+    return input_sets.draw(task, seed, "cpu"), "cpu"
 
 
-def floating(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+def draw_all(task: ModuleType, args: Any, report: dict) -> tuple[list, dict, list[list] | None]:
+    """Set 0, on the device, and the recipe's seeds and fingerprints of every seeded set. Set 0
+    is drawn twice: where the two differ, get_inputs() is not a function of its seed, and every
+    set goes to the host to be written as a bundle (the third value; None otherwise). So do the
+    sets of a task drawn on the host for a device run: drawing them again in every process
+    would take seconds each time, where reading them takes a fraction of one."""
+    seeds = {"verify": args.seed, "profile": args.seed + input_sets.PROFILE_SEED_OFFSET,
+             "extra": args.seed ^ input_sets.EXTRA_SEED_MIX}
+    base, drawn_on = draw_set(task, args.seed, args.device, report)
+    again = input_sets.draw(task, args.seed, drawn_on)
+    repeatable = len(base) == len(again) and all(map(common.identical, base, again))
+    del again
+    report["inputs_drawn_on"] = drawn_on
+    report["inputs_repeatable"] = repeatable
+    recipe = {"seeds": seeds, "drawn_on": drawn_on, "extra_sets": [],
+              "fingerprints": {"verify": [], "profile": []}, "bundles": None}
+    written = not repeatable or drawn_on != args.device
+    host: dict[str, list] = {"verify": [], "profile": []}
+    for kind, count in (("verify", args.verify_sets), ("profile", args.profile_sets)):
+        for k in range(count):
+            values = base if kind == "verify" and k == 0 else \
+                input_sets.draw(task, seeds[kind] + k, drawn_on)
+            recipe["fingerprints"][kind].append(input_sets.fingerprint(values))
+            if written:
+                host[kind].append(common.to_cpu(values))
+    return common.to_device(base, args.device), recipe, host if written else None
 
 
-def shifted(inputs: list, rng: random.Random) -> list:
-    """S5: the floating inputs moved to another scale and centre, so an answer that is the
-    expected value of get_inputs()'s distribution (or any constant tuned to it) no longer holds."""
-    scale, shift = 1.5 + 1.5 * rng.random(), 2 * rng.random() - 1
-    return [v * scale + shift if floating(v) else v for v in inputs]
-
-
-def spiked(inputs: list, rng: random.Random) -> list:
-    """S6: one element of each floating input far above the rest, so a reduction over a
-    subsample, or a kernel that skips part of its input, misses it."""
-    result = []
-    for value in inputs:
-        if floating(value) and value.numel() > 1:
-            value = value.clone(memory_format=torch.contiguous_format)
-            flat = value.view(-1)
-            spread = float(value.abs().max()) if value.numel() else 0.0
-            flat[rng.randrange(flat.numel())] += 50 * (spread + 1)
-        result.append(value)
-    return result
-
-
-def extra_sets(task_model: torch.nn.Module, base: list, seed: int, device: str,
+def extra_sets(task_model: torch.nn.Module, base: list, recipe: dict, device: str,
                report: dict) -> list[list]:
     """The shifted and spiked verify sets, made on the device from set 0 (base, there already)
-    and kept, on the host, only where the reference gives finite outputs on them (a task may
-    need positive inputs, or probabilities: then the set is dropped, and the report says so)."""
-    rng = random.Random(seed)
+    and kept only where the reference gives finite outputs on them (a task may need positive
+    inputs, or probabilities: then the set is dropped, and the report says so). Their names go
+    into the recipe; the kept sets are returned."""
     kept, dropped = [], []
-    for name, make in (("shifted", shifted), ("spiked", spiked)):
-        candidate = make(base, rng)
+    for name, candidate in input_sets.extra_sets(base, recipe["seeds"]["extra"]):
         try:
             outputs = common.output_list(task_model(*common.to_device(candidate, device)))
             common.synchronize(device)
@@ -111,7 +95,9 @@ def extra_sets(task_model: torch.nn.Module, base: list, seed: int, device: str,
         if not finite:
             dropped.append({"set": name, "reason": "the reference's outputs are not finite"})
             continue
-        kept.append(common.to_cpu(candidate))
+        kept.append(candidate)
+        recipe["extra_sets"].append(name)
+        recipe["fingerprints"]["verify"].append(input_sets.fingerprint(candidate))
     report["extra_sets"] = {"kept": len(kept), "dropped": dropped}
     return kept
 
@@ -139,7 +125,7 @@ def main(args: Any, report: dict) -> None:
             init_inputs = list(task.get_init_inputs())
             model = task.Model(*init_inputs)
         with common.step(report, "draw_inputs"):
-            verify, profile = draw_all(task, args, report)
+            base, recipe, host = draw_all(task, args, report)
     except Exception as error:
         raise common.TaskError(f"building the task's model or inputs failed: "
                                f"{type(error).__name__}: {error}") from error
@@ -149,28 +135,31 @@ def main(args: Any, report: dict) -> None:
     with common.step(report, "write"):
         common.save_bundle({"init_inputs": common.to_cpu(init_inputs), "state_dict": state},
                            os.path.join(args.out, "init.pt"))
-        common.save_bundle(profile, os.path.join(args.out, "profile_inputs.pt"))
 
     try:
         with common.step(report, "reference"):
             model = model.to(args.device)
-            base = common.to_device(verify[0], args.device)  # moved once, copied on the device
             outputs = common.output_list(model(*common.to_device(base, args.device)))
             common.synchronize(args.device)
     except Exception as error:
         raise common.TaskError(f"the task's Model failed on verify set 0: "
                                f"{type(error).__name__}: {error}") from error
     with common.step(report, "extra_sets"):
-        verify += extra_sets(model, base, args.seed ^ 0x5EED, args.device, report)
+        kept = extra_sets(model, base, recipe, args.device, report)
     with common.step(report, "write"):
-        common.save_bundle(verify, os.path.join(args.out, "verify_inputs.pt"))
+        if host is not None:
+            host["verify"] += [common.to_cpu(values) for values in kept]
+            recipe["bundles"] = {kind: f"{kind}_inputs.pt" for kind in host}
+            for kind, sets in host.items():
+                common.save_bundle(sets, os.path.join(args.out, recipe["bundles"][kind]))
+        input_sets.write_recipe(os.path.join(args.out, input_sets.RECIPE), recipe)
 
     report["torch"] = torch.__version__
     report["device_name"] = common.device_name(args.device)
-    report["inputs"] = [common.describe(value) for value in verify[0]]
+    report["inputs"] = [common.describe(value) for value in base]
     report["outputs"] = [common.describe(value) for value in outputs]
     report["parameters"] = sum(p.numel() for p in model.parameters())
-    report["verify_sets"] = len(verify)
+    report["verify_sets"] = len(recipe["fingerprints"]["verify"])
     report["output_bytes"] = common.tensor_bytes(outputs)
     report["peak_bandwidth"] = peak_bandwidth(args.device)
 

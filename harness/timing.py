@@ -16,11 +16,13 @@ import startup  # noqa: F401  (first: no garbage collection while modules load)
 import math
 import sys
 import time
+from types import ModuleType
 from typing import Any, Callable
 
 import torch
 
 import common
+import input_sets
 from watch import Watch
 
 # Taken before any candidate code is imported: a patch of the module attributes later does not
@@ -41,7 +43,8 @@ def make_parser():
     parser.add_argument("--workspace", help="folder holding model_new.py (candidate only)")
     parser.add_argument("--kernel-lib", help="the compiled kernel library (candidate only)")
     parser.add_argument("--init", required=True, help="init.pt from prepare.py")
-    parser.add_argument("--inputs", required=True, help="profile_inputs.pt from prepare.py")
+    parser.add_argument("--inputs", required=True,
+                        help="inputs.json from prepare.py: the profile sets are drawn from it")
     parser.add_argument("--init-seed", type=int, required=True)
     parser.add_argument("--warmup", type=int, default=10,
                         help="untimed calls first (default %(default)s)")
@@ -68,7 +71,7 @@ class Implementation:
         self.forward, self.after, self.watch = forward, after, watch
 
 
-def build(args: Any, init: dict, report: dict) -> Implementation:
+def build(args: Any, init: dict, task: ModuleType, report: dict) -> Implementation:
     if args.precision != "fp32" and args.impl != "candidate":
         raise common.UsageError(f"--precision {args.precision} is the candidate's alone: eager "
                                 "and torch.compile are timed in full fp32")
@@ -88,9 +91,6 @@ def build(args: Any, init: dict, report: dict) -> Implementation:
         return Implementation(forward, after, watch)
 
     watch = Watch(args.device, [])
-
-    task = common.load_task(args.task)
-    common.shrink_task(task, args.shrink)
     try:
         model, _ = common.build_model(task.Model, init, args.init_seed, args.device)
     except Exception as error:
@@ -188,11 +188,14 @@ def main(args: Any, report: dict) -> None:
     report.update(impl=args.impl, iters=args.iters, warmup=args.warmup, torch=torch.__version__,
                   device_name=common.device_name(args.device))
     init = common.load_bundle(args.init)
+    task = common.load_task(args.task)
+    common.shrink_task(task, args.shrink)
     with common.step(report, "inputs"):
-        base_sets = [common.to_device(inputs, args.device)
-                     for inputs in common.load_bundle(args.inputs)]
+        # Drawn before any candidate code is loaded, and held on the device for the calls.
+        sets = input_sets.InputSets(args.inputs, task, args.device)
+        base_sets = [sets.profile(k) for k in range(sets.profile_count)]
     with common.step(report, "build"):
-        impl = build(args, init, report)
+        impl = build(args, init, task, report)
     time_calls(impl, base_sets, args, report)
     ordered = sorted(report["times_us"])
     report.update(median_us=percentile(ordered, 0.5),

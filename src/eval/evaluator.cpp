@@ -341,7 +341,8 @@ Status Evaluator::verify(Run& run, HarnessStep& candidate, HarnessStep& check, E
   h = check.go();
   s = record(run, check.call(), h);
   if (!s.ok()) return s;
-  // Profiling reads its own input sets: these two are the largest files of the run.
+  // The largest files of the run: the candidate's outputs, and the verify sets where a task's
+  // get_inputs() does not repeat itself (profiling draws, or reads, its own sets).
   discard(run.trusted / "verify_inputs.pt");
   discard(run.dir.path() / "candidate_out.pt");
   const nlohmann::json& report = h.report;
@@ -650,7 +651,7 @@ std::vector<std::string> Evaluator::timing_args(const Run& run, const std::strin
       "--impl",       impl,
       "--task",       run.task_file.string(),
       "--init",       (run.trusted / "init.pt").string(),
-      "--inputs",     (run.trusted / "profile_inputs.pt").string(),
+      "--inputs",     (run.trusted / "inputs.json").string(),
       "--init-seed",  std::to_string(run.init_seed),
       "--device",     options_.device,
       "--warmup",     std::to_string(options_.warmup),
@@ -679,7 +680,8 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
   // Known before the compile ends: a link to the built library is made here once it exists.
   run.library = run.dir.path() / "libkernels.so";
   const std::string init = (run.trusted / "init.pt").string();
-  const std::string verify_inputs = (run.trusted / "verify_inputs.pt").string();
+  // prepare.py's recipe: every later process draws the input sets from it again, on the device.
+  const std::string inputs = (run.trusted / "inputs.json").string();
   const std::string out = (run.dir.path() / "candidate_out.pt").string();
   const std::string seed = std::to_string(run.init_seed);
   const std::string atol = fixed(options_.atol, 8), rtol = fixed(options_.rtol, 8);
@@ -693,14 +695,20 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
                            "--shrink", std::to_string(options_.shrink)},
                           options_.trusted_timeout_s, false, !options_.device_lock.empty());
   steps->candidate =
-      launch(run, "run_candidate.py",
-             {"--workspace", run.workspace.string(), "--kernel-lib", run.library.string(), "--init",
-              init, "--inputs", verify_inputs, "--init-seed", seed, "--device", options_.device,
-              "--out", out, "--precision", options_.precision},
+      launch(run, "run_candidate.py", {"--workspace",  run.workspace.string(),
+                                       "--kernel-lib", run.library.string(),
+                                       "--task",       run.task_file.string(),
+                                       "--init",       init,
+                                       "--inputs",     inputs,
+                                       "--init-seed",  seed,
+                                       "--device",     options_.device,
+                                       "--out",        out,
+                                       "--precision",  options_.precision,
+                                       "--shrink",     std::to_string(options_.shrink)},
              options_.verify_timeout_s, true, true);
   steps->check = launch(run, "check.py", {"--task",          run.task_file.string(),
                                           "--init",          init,
-                                          "--inputs",        verify_inputs,
+                                          "--inputs",        inputs,
                                           "--candidate-out", out,
                                           "--init-seed",     seed,
                                           "--device",        options_.device,
@@ -719,7 +727,7 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
                              "--init",
                              init,
                              "--inputs",
-                             (run.trusted / "profile_inputs.pt").string(),
+                             inputs,
                              "--candidate-out",
                              (run.dir.path() / "timed_candidate.pt").string(),
                              "--secret-file",

@@ -195,17 +195,27 @@ def test_a_bundle_that_cannot_be_written_says_how_much_room_there_was(tmp_path, 
 
 
 def test_inputs_drawn_where_get_inputs_cannot_run_on_the_device_come_from_the_host() -> None:
+    import input_sets
     import prepare
     from types import SimpleNamespace
 
-    task = SimpleNamespace(get_inputs=lambda: [torch.randn(4, 8), torch.randint(0, 3, (5,)), 2])
-    # Tensors on the meta device cannot be copied to the host: the draw falls back to the host.
+    # .numpy() needs a host tensor: on any other device this get_inputs() raises.
+    task = SimpleNamespace(get_inputs=lambda: [torch.from_numpy(torch.randn(4, 8).numpy()),
+                                               torch.randint(0, 3, (5,)), 2])
     args = SimpleNamespace(device="meta", seed=11, verify_sets=2, profile_sets=1)
     report: dict = {}
-    verify, profile = prepare.draw_all(task, args, report)
-    assert report["inputs_drawn_on"] == "cpu" and "meta" in report["inputs_device_error"]
-    expected = prepare.draw_inputs(task, 11, 2, "cpu")
-    assert len(verify) == 2 and len(profile) == 1
-    for got, want in zip(verify, expected):
-        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and got[2] == 2
-    assert not torch.equal(verify[0][0], verify[1][0])  # one seed per set
+    base, recipe, written = prepare.draw_all(task, args, report)
+    assert report["inputs_drawn_on"] == "cpu" and "numpy" in report["inputs_device_error"]
+    assert report["inputs_repeatable"] is True and recipe["drawn_on"] == "cpu"
+    assert base[0].device.type == "meta" and base[2] == 2
+    # Drawn on the host for a device run: written out, not drawn again in every process.
+    assert written is not None
+    assert len(written["verify"]) == 2 and len(written["profile"]) == 1
+    for k, values in enumerate(written["verify"]):
+        want = input_sets.draw(task, 11 + k, "cpu")
+        assert torch.equal(values[0], want[0]) and torch.equal(values[1], want[1])
+        assert values[2] == 2
+        assert recipe["fingerprints"]["verify"][k] == input_sets.fingerprint(want)
+    assert not torch.equal(written["verify"][0][0], written["verify"][1][0])  # one seed per set
+    profile = input_sets.draw(task, 11 + 1000, "cpu")
+    assert torch.equal(written["profile"][0][0], profile[0])

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import common
+import input_sets
 from conftest import HARNESS, build_library
 
 SEED, INIT_SEED, SCALE = 1234, 77, 2.0
@@ -104,14 +106,15 @@ def workspace(root: Path, name: str, model_new: str = MODEL_NEW) -> Path:
 
 def run_candidate(root: Path, name: str, model_new: str = MODEL_NEW, lib: str = "right") -> dict:
     return run("run_candidate.py", "--workspace", workspace(root, name, model_new),
-               "--kernel-lib", root / f"lib{lib}.so", "--init", root / "init.pt",
-               "--inputs", root / "verify_inputs.pt", "--init-seed", INIT_SEED,
+               "--kernel-lib", root / f"lib{lib}.so", "--task", root / "task.py",
+               "--init", root / "init.pt", "--inputs", root / "inputs.json",
+               "--init-seed", INIT_SEED,
                "--device", "cpu", "--out", root / f"{name}.pt", "--report", root / f"{name}.json")
 
 
 def check(root: Path, name: str) -> dict:
     return run("check.py", "--task", root / "task.py", "--init", root / "init.pt",
-               "--inputs", root / "verify_inputs.pt", "--candidate-out", root / f"{name}.pt",
+               "--inputs", root / "inputs.json", "--candidate-out", root / f"{name}.pt",
                "--init-seed", INIT_SEED, "--device", "cpu", "--report", root / f"check_{name}.json")
 
 
@@ -119,25 +122,35 @@ def profile(root: Path, impl: str, warmup: int, iters: int) -> dict:
     return run("timing.py", "--impl", impl, "--task", root / "task.py",
                "--workspace", workspace(root, f"profile_{impl}"),
                "--kernel-lib", root / "libright.so",
-               "--init", root / "init.pt", "--inputs", root / "profile_inputs.pt",
+               "--init", root / "init.pt", "--inputs", root / "inputs.json",
                "--init-seed", INIT_SEED, "--device", "cpu", "--warmup", warmup, "--iters", iters,
                "--flush-mb", 1, "--out", root / f"timed_{impl}.pt",
                "--report", root / f"profile_{impl}.json")
 
 
-def test_prepare_writes_seeded_bundles_and_describes_the_task(prepared: Path) -> None:
+def drawn(root: Path, task: str = "task.py") -> "input_sets.InputSets":
+    """The input sets of prepare.py's recipe, as another process of the evaluation draws them."""
+    module = common.load_task(str(root / task))
+    return input_sets.InputSets(str(root / "inputs.json"), module, "cpu")
+
+
+def test_prepare_writes_a_recipe_and_describes_the_task(prepared: Path) -> None:
     report = json.loads((prepared / "prepare.json").read_text())
     assert report["inputs"] == [{"shape": [256, 1024], "dtype": "float32"}]
     assert report["outputs"] == [{"shape": [256, 1024], "dtype": "float32"}]
     assert report["parameters"] == 0
     assert report["torch"] == torch.__version__ and report["device_name"]
+    assert report["inputs_repeatable"] is True and report["inputs_drawn_on"] == "cpu"
     init = torch.load(prepared / "init.pt", weights_only=True)
     assert init == {"init_inputs": [SCALE], "state_dict": {}}
-    verify = torch.load(prepared / "verify_inputs.pt", weights_only=True)
-    profile_sets = torch.load(prepared / "profile_inputs.pt", weights_only=True)
+    # No set is written: each process draws them from the recipe.
+    assert not list(prepared.glob("*_inputs.pt"))
+    sets = drawn(prepared)
     # The 3 seeded sets, then a shifted and a spiked copy of set 0 (relu is finite on both).
     assert report["extra_sets"] == {"kept": 2, "dropped": []}
-    assert len(verify) == report["verify_sets"] == 5 and len(profile_sets) == 2
+    assert sets.recipe["extra_sets"] == ["shifted", "spiked"]
+    assert sets.verify_count == report["verify_sets"] == 5 and sets.profile_count == 2
+    verify = list(sets.verify_sets())
     assert not torch.allclose(verify[3][0], verify[0][0])
     spike = (verify[4][0] - verify[0][0]).abs()
     assert int((spike > 0).sum()) == 1 and float(spike.max()) > 50
@@ -146,7 +159,8 @@ def test_prepare_writes_seeded_bundles_and_describes_the_task(prepared: Path) ->
         torch.manual_seed(SEED + k)
         assert torch.equal(inputs[0], torch.randn(256, 1024))
     torch.manual_seed(SEED + 1000 + 1)
-    assert torch.equal(profile_sets[1][0], torch.randn(256, 1024))
+    expected = torch.randn(256, 1024)
+    assert torch.equal(sets.profile(1)[0], expected)
 
 
 def test_a_correct_kernel_passes(prepared: Path) -> None:
@@ -186,7 +200,7 @@ def test_a_wrong_kernel_is_a_mismatch(prepared: Path) -> None:
     assert run_candidate(prepared, "wrong", lib="wrong")["ok"]
     result = check(prepared, "wrong")
     assert result["ok"] and result["correct"] is False
-    x = torch.load(prepared / "verify_inputs.pt", weights_only=True)[0][0].flatten()
+    x = drawn(prepared).verify(0)[0].flatten()
     half = x.numel() // 2
     off = x[half:] < -0.005  # 2|x| > atol + rtol * 0
     first = half + int(torch.nonzero(off)[0])
@@ -196,6 +210,52 @@ def test_a_wrong_kernel_is_a_mismatch(prepared: Path) -> None:
     assert mismatch["expected"] == 0.0
     assert mismatch["got"] == pytest.approx(x[first].item() * SCALE)
     assert mismatch["mismatched"] == int(off.sum())
+
+
+# get_inputs() that counts its calls: no two draws alike, so prepare.py writes the sets out.
+COUNTING_TASK = TASK.replace(
+    "def get_inputs():\n    return [torch.randn(256, 1024)]",
+    "CALLS = [0]\n\n\ndef get_inputs():\n    CALLS[0] += 1\n"
+    "    return [torch.randn(256, 1024) + CALLS[0]]")
+
+# get_inputs() that depends on the process: alike twice in prepare.py, different anywhere else.
+PER_PROCESS_TASK = TASK.replace("import torch\n", "import os\nimport torch\n", 1).replace(
+    "return [torch.randn(256, 1024)]", "return [torch.randn(256, 1024) + os.getpid()]")
+
+
+def prepare_task(root: Path, source: str) -> dict:
+    (root / "task.py").write_text(source)
+    build_library(root, "right", KERNEL)
+    return run("prepare.py", "--task", root / "task.py", "--device", "cpu", "--seed", SEED,
+               "--init-seed", INIT_SEED, "--verify-sets", 2, "--profile-sets", 2,
+               "--out", root, "--report", root / "prepare.json")
+
+
+def test_a_task_whose_draws_differ_has_its_sets_written(tmp_path: Path) -> None:
+    assert COUNTING_TASK != TASK
+    report = prepare_task(tmp_path, COUNTING_TASK)
+    assert report["ok"] and report["inputs_repeatable"] is False, report
+    recipe = json.loads((tmp_path / "inputs.json").read_text())
+    assert recipe["bundles"] == {"verify": "verify_inputs.pt", "profile": "profile_inputs.pt"}
+    written = torch.load(tmp_path / "verify_inputs.pt", weights_only=True)
+    assert len(written) == report["verify_sets"] == 4
+    assert torch.equal(drawn(tmp_path).verify(1)[0], written[1][0])
+    assert run_candidate(tmp_path, "right")["ok"]
+    result = check(tmp_path, "right")
+    assert result["correct"] and result["max_abs_diff"] == 0.0, result
+    assert_timings(profile(tmp_path, "candidate", warmup=1, iters=2), "candidate", 2)
+
+
+def test_a_set_another_process_draws_differently_is_refused(tmp_path: Path) -> None:
+    assert PER_PROCESS_TASK != TASK
+    report = prepare_task(tmp_path, PER_PROCESS_TASK)
+    assert report["ok"] and report["inputs_repeatable"] is True, report
+    candidate = run_candidate(tmp_path, "right")
+    assert candidate["ok"] is False and candidate["error_kind"] == "inputs", candidate
+    assert "verify set 0 drawn in this process differs" in candidate["error"]
+    eager = profile(tmp_path, "eager", warmup=1, iters=2)
+    assert eager["ok"] is False and eager["error_kind"] == "task", eager
+    assert "profile set 0 drawn in this process differs" in eager["error"]
 
 
 def test_a_kernel_that_writes_its_input_is_caught(prepared: Path) -> None:
@@ -292,8 +352,9 @@ NEEDS_TF32 = MODEL_NEW.replace(
 
 def test_the_candidate_runs_in_the_precision_the_evaluator_pins(prepared: Path) -> None:
     tf32 = run("run_candidate.py", "--workspace", workspace(prepared, "tf32", NEEDS_TF32),
-               "--kernel-lib", prepared / "libright.so", "--init", prepared / "init.pt",
-               "--inputs", prepared / "verify_inputs.pt", "--init-seed", INIT_SEED,
+               "--kernel-lib", prepared / "libright.so", "--task", prepared / "task.py",
+               "--init", prepared / "init.pt", "--inputs", prepared / "inputs.json",
+               "--init-seed", INIT_SEED,
                "--device", "cpu", "--out", prepared / "tf32.pt", "--precision", "tf32",
                "--report", prepared / "tf32.json")
     assert tf32["ok"] and tf32["violations"] == [] and tf32["precision"] == "tf32", tf32
@@ -303,7 +364,7 @@ def test_the_candidate_runs_in_the_precision_the_evaluator_pins(prepared: Path) 
     timed = run("timing.py", "--impl", "candidate", "--task", prepared / "task.py",
                 "--workspace", workspace(prepared, "timed_tf32", NEEDS_TF32),
                 "--kernel-lib", prepared / "libright.so", "--init", prepared / "init.pt",
-                "--inputs", prepared / "profile_inputs.pt", "--init-seed", INIT_SEED,
+                "--inputs", prepared / "inputs.json", "--init-seed", INIT_SEED,
                 "--device", "cpu", "--warmup", 1, "--iters", 2, "--flush-mb", 1,
                 "--out", prepared / "timed_tf32.pt", "--precision", "tf32",
                 "--report", prepared / "timed_tf32.json")
@@ -312,7 +373,7 @@ def test_the_candidate_runs_in_the_precision_the_evaluator_pins(prepared: Path) 
 
 def test_the_baselines_are_never_timed_in_tf32(prepared: Path) -> None:
     report = run("timing.py", "--impl", "eager", "--task", prepared / "task.py",
-                 "--init", prepared / "init.pt", "--inputs", prepared / "profile_inputs.pt",
+                 "--init", prepared / "init.pt", "--inputs", prepared / "inputs.json",
                  "--init-seed", INIT_SEED, "--device", "cpu", "--warmup", 1, "--iters", 2,
                  "--out", prepared / "timed_eager_tf32.pt", "--precision", "tf32",
                  "--report", prepared / "eager_tf32.json")
