@@ -107,6 +107,9 @@ class Evaluator {
   struct Steps {
     std::unique_ptr<HarnessStep> rules, prepare, candidate, check;
     std::unique_ptr<HarnessStep> timing, recheck;  // not for stage verify
+    // The baselines' timing processes, started with the rest where the run store has never
+    // timed the task on this device kind (their start-up is then off the locked device's time).
+    std::unique_ptr<HarnessStep> eager, compile;
   };
   void start_steps(Run& run, Steps* steps);
   /// Returns once no step is still starting up (HarnessStep::starting).
@@ -117,15 +120,17 @@ class Evaluator {
   Status source_rules(Run& run, HarnessStep& rules, EvalResult* result);
   Status prepare(Run& run, HarnessStep& prepare, EvalResult* result);
   Status verify(Run& run, HarnessStep& candidate, HarnessStep& check, EvalResult* result);
-  Status profile(Run& run, HarnessStep& timing, HarnessStep& recheck, EvalResult* result);
+  Status profile(Run& run, Steps& steps, EvalResult* result);
   /// The checks on the candidate's timed calls that trusted code can make: a well-formed report,
   /// no time below the physical floor, event time consistent with host time, and host time on
   /// the evaluator's clock consistent with the times reported. False when one failed.
   bool timing_consistent(const Run& run, const HarnessResult& h, const nlohmann::json& eager,
                          EvalResult* result);
   Status recheck_timed(Run& run, HarnessStep& recheck, EvalResult* result);
-  Status baseline(Run& run, const std::string& impl, std::optional<double>* median_us,
-                  nlohmann::json* data);
+  /// Times impl ("eager", "compile") once, or reads it from the run store; started: its timing
+  /// process if start_steps started one (aborted when the store has the baseline after all).
+  Status baseline(Run& run, const std::string& impl, std::unique_ptr<HarnessStep> started,
+                  std::optional<double>* median_us, nlohmann::json* data);
   void progress(const std::string& line) const;
 
   EvalOptions options_;

@@ -263,6 +263,22 @@ Status Store::get_baseline(const std::string& key, std::optional<nlohmann::json>
   return Status::OK();
 }
 
+Status Store::has_baseline(const std::string& task_sha256, const std::string& impl,
+                           const std::string& device, bool* found) {
+  Statement st(db_,
+               "SELECT 1 FROM baselines WHERE json_extract(record, '$.settings.task_sha256') = ? "
+               "AND json_extract(record, '$.settings.impl') = ? "
+               "AND json_extract(record, '$.settings.device') = ? LIMIT 1");
+  if (!st.ok()) return error("prepare");
+  st.bind(1, task_sha256);
+  st.bind(2, impl);
+  st.bind(3, device);
+  const int rc = st.step();
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return error("look up baselines");
+  *found = rc == SQLITE_ROW;
+  return Status::OK();
+}
+
 Status Store::add_evaluation(const nlohmann::json& result, long long* id) {
   Statement st(db_,
                "INSERT INTO evaluations (task_id, task_sha256, device, reward, result)"

@@ -57,6 +57,10 @@ class Store {
   Status copy_baselines_from(const Store& other);
   /// Empty when nothing is cached under key.
   Status get_baseline(const std::string& key, std::optional<nlohmann::json>* record);
+  /// Whether any baseline of impl ("eager", "compile") is cached for the task on the device
+  /// kind, whatever its other settings: known before the task has run on this machine.
+  Status has_baseline(const std::string& task_sha256, const std::string& impl,
+                      const std::string& device, bool* found);
 
   /// The tuner's winner for key: {"config", "label", "candidate_us", "evaluation", "tried"}.
   Status put_tuning(const TuningKey& key, const nlohmann::json& record);

@@ -30,6 +30,32 @@ TEST(Store, BaselinesSurviveReopening) {
   EXPECT_DOUBLE_EQ((*cached)["median_us"].get<double>(), 123.5);
 }
 
+TEST(Store, KnowsWhetherATaskHasABaselineOnADeviceWhateverItsOtherSettings) {
+  TempDir dir;
+  std::unique_ptr<Store> store;
+  ASSERT_TRUE(Store::Open(dir.path() / "store.sqlite", &store).ok());
+  auto settings = [](const std::string& impl, const std::string& device, int iters) {
+    return nlohmann::json{{"median_us", 1.0},
+                          {"settings",
+                           {{"task_sha256", "abc"},
+                            {"impl", impl},
+                            {"device", device},
+                            {"device_name", "NVIDIA H200"},
+                            {"iters", iters}}}};
+  };
+  ASSERT_TRUE(store->put_baseline("k1", settings("eager", "cuda", 100)).ok());
+  ASSERT_TRUE(store->put_baseline("k2", settings("compile", "cpu", 20)).ok());
+  bool found = false;
+  ASSERT_TRUE(store->has_baseline("abc", "eager", "cuda", &found).ok());
+  EXPECT_TRUE(found);
+  ASSERT_TRUE(store->has_baseline("abc", "compile", "cuda", &found).ok());
+  EXPECT_FALSE(found);  // compiled on the cpu only
+  ASSERT_TRUE(store->has_baseline("abc", "compile", "cpu", &found).ok());
+  EXPECT_TRUE(found);
+  ASSERT_TRUE(store->has_baseline("other", "eager", "cuda", &found).ok());
+  EXPECT_FALSE(found);
+}
+
 TEST(Store, BenchResultsAreKeptPerTaskAndSurviveReopening) {
   TempDir dir;
   auto path = dir.path() / "store.sqlite";
