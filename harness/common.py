@@ -474,8 +474,11 @@ def _skip_save_checksums() -> None:
     (0.3 of 0.6 s a GiB), and guards against nothing here. A bundle is read once, by a process
     of the same evaluation, from a file no candidate process can write; a candidate's own
     bundle could carry whatever checksum it liked."""
-    config = getattr(getattr(torch.utils, "serialization", None), "config", None)
-    if config is not None and hasattr(config.save, "compute_crc32"):
+    try:  # a submodule torch does not import by itself
+        from torch.utils.serialization import config
+    except ImportError:
+        return
+    if hasattr(config.save, "compute_crc32"):
         config.save.compute_crc32 = False
 
 
