@@ -166,9 +166,12 @@ def collect_garbage_again() -> None:
     gc.enable()
 
 
-def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None]) -> int:
+def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None],
+               before_release: Callable[[Any], None] | None = None) -> int:
     """Parses arguments, runs main(args, report), writes the report whatever happens, and ends
-    the process (returning only for --help and a missing --report)."""
+    the process (returning only for --help and a missing --report). before_release(args), where
+    given, runs with the start-up, before a gated script waits for its release: imports of its
+    own, nothing of the task's or the candidate's."""
     argv = sys.argv[1:]
     if "-h" in argv or "--help" in argv:
         parser.print_help()
@@ -196,6 +199,10 @@ def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None
         if args.device == "cuda":
             torch.empty(1, device="cuda")  # the context, before any waiting or timing
         phases["device_s"] = round(time.perf_counter() - mark, 3)
+        if before_release is not None:
+            mark = time.perf_counter()
+            before_release(args)
+            phases["before_release_s"] = round(time.perf_counter() - mark, 3)
         if args.wait_for:
             mark = time.perf_counter()
             wait_for_release(args.wait_for)
