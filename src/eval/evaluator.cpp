@@ -362,6 +362,10 @@ Status Evaluator::verify(Run& run, HarnessStep& candidate, HarnessStep& check, E
       return Status::InvalidArgument("the task " + r->task_path +
                                      " does not run: " + report_field(report, "error", ""));
     }
+    if (kind != "candidate_output") {
+      // The checker itself failed (out of device memory, say): no verdict on the candidate.
+      return Status::Internal("the trusted checker failed: " + report_field(report, "error", ""));
+    }
     r->outcome = Outcome::kRuntimeError;
     r->reason = "the candidate's outputs could not be read: " + report_field(report, "error", "");
     r->verify.status = "failed";
@@ -566,9 +570,15 @@ Status Evaluator::recheck_timed(Run& run, HarnessStep& recheck, EvalResult* r) {
   }
   std::string rule, why;
   if (!report_field(h.report, "ok", false)) {
-    if (report_field(h.report, "error_kind", "") == "task") {
+    const std::string kind = report_field(h.report, "error_kind", "");
+    if (kind == "task") {
       return Status::InvalidArgument("the task " + r->task_path +
                                      " does not run: " + report_field(h.report, "error", ""));
+    }
+    if (kind != "candidate_output") {
+      // The recheck itself failed (out of device memory, say): no verdict on the candidate.
+      return Status::Internal("the trusted recheck of the timed calls failed: " +
+                              report_field(h.report, "error", ""));
     }
     rule = "report_invalid";
     why = "the timed calls' outputs could not be checked: " + report_field(h.report, "error", "");
