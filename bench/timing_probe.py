@@ -1,11 +1,13 @@
 """Two questions about the evaluator's full-size path, on one task (level1/002_leaky_relu by
 default), each answered in a process of its own:
 
-1. Where prepare.py's draw_inputs time goes, per input set: drawing it on the device, then the
-   harness's staged copy to the host (common.host_copy) in its two halves (device to the pinned
-   buffer, pinned buffer to the new host tensor), a plain .cpu() for comparison, and the staged
-   copy again into host memory already touched; in a process as the harness runs it
-   (OMP_WAIT_POLICY=PASSIVE) and with torch's transparent huge pages (THP_MEM_ALLOC_ENABLE=1).
+1. What an input set costs on its way to the host, as prepare.py wrote every set before the
+   sets were drawn again in each process (and still writes them for a task whose get_inputs()
+   does not repeat itself): drawing it on the device, then the harness's staged copy to the
+   host (common.host_copy) in its two halves (device to the pinned buffer, pinned buffer to the
+   new host tensor), a plain .cpu() for comparison, and the staged copy again into host memory
+   already touched; in a process as the harness runs it (OMP_WAIT_POLICY=PASSIVE) and with
+   torch's transparent huge pages (THP_MEM_ALLOC_ENABLE=1).
 2. Whether the inputs timing.py makes for each call change the times: eager, torch.compile and
    the synthesizer's candidate timed in one process with CUDA events, the L2 flushed before each
    call, the three taking turns call by call, on (a) the same input every call, (b) a fresh
