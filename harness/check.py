@@ -8,6 +8,7 @@ faulthandler.enable()
 
 import startup  # noqa: F401  (first: no garbage collection while modules load)
 
+import contextlib
 import math
 import sys
 from types import ModuleType
@@ -74,6 +75,9 @@ def compare_output(expected: Any, got: Any, atol: float, rtol: float,
     if got.dtype != expected.dtype:
         e, g = (str(t.dtype).removeprefix("torch.") for t in (expected, got))
         return _mismatch("dtype", e, g, f"has dtype {g} where the reference has {e}"), None, None
+    if got.layout != expected.layout:
+        e, g = (str(t.layout).removeprefix("torch.") for t in (expected, got))
+        return _mismatch("layout", e, g, f"has layout {g} where the reference has {e}"), None, None
 
     wide = torch.complex128 if expected.is_complex() else torch.float64
     # Moved, then widened: widening on the host first would move twice the bytes, slowly.
@@ -373,6 +377,24 @@ def run_reference(task: ModuleType, init: dict, sets: Sequence[list], init_seed:
             from error
 
 
+@contextlib.contextmanager
+def candidate_outputs_at_fault():
+    """A comparison that raises is the candidate's output's doing (error_kind
+    "candidate_output"), unless the device ran out of memory or a verdict was already reached
+    (a Failure): the evaluator counts the former against the candidate and the latter against
+    itself, and a candidate must not turn its failure into no verdict at all."""
+    try:
+        yield
+    except (common.Failure, torch.OutOfMemoryError):
+        raise
+    except Exception as error:
+        if "out of memory" in str(error):
+            raise
+        raise common.Failure(f"the candidate's outputs could not be compared with the "
+                             f"reference's: {type(error).__name__}: {error}",
+                             "candidate_output") from error
+
+
 def main(args: Any, report: dict) -> None:
     init = common.load_bundle(args.init)
     task = common.load_task(args.task)
@@ -384,7 +406,8 @@ def main(args: Any, report: dict) -> None:
         bundle = read_candidate_bundle(args.candidate_out)
         with common.step(report, "recompute"):
             profile = [sets.profile(k) for k in range(sets.profile_count)]
-            check_timed(task, init, profile, bundle, args, report)
+            with candidate_outputs_at_fault():
+                check_timed(task, init, profile, bundle, args, report)
         return
     count = sets.verify_count
     outputs, inputs_after, rerun = load_candidate_outputs(
@@ -397,7 +420,7 @@ def main(args: Any, report: dict) -> None:
     with common.step(report, "degenerate"):
         report["degenerate"] = find_degenerate(expected[:seeded], sets.verify_sets(seeded),
                                                args.atol, args.rtol, args.device)
-    with common.step(report, "compare"):
+    with common.step(report, "compare"), candidate_outputs_at_fault():
         report.update(compare_sets(expected + [expected[0]], outputs + [rerun], args.atol,
                                    args.rtol, args.device))
     if report["mismatch"] is not None and report["mismatch"]["set"] == count:

@@ -180,6 +180,27 @@ def test_a_staged_copy_to_the_host_holds_the_same_values(tensor) -> None:
     assert torch.equal(copy, tensor.resolve_conj())
 
 
+def test_an_output_of_another_layout_is_a_mismatch_not_a_checker_failure() -> None:
+    expected = torch.eye(4)
+    found, _, _ = check.compare_output(expected, expected.to_sparse(), ATOL, RTOL)
+    assert found["kind"] == "layout"
+    assert (found["expected"], found["got"]) == ("strided", "sparse_coo")
+
+
+def test_a_comparison_that_raises_is_the_candidates_outputs_fault() -> None:
+    with pytest.raises(common.Failure) as caught:
+        with check.candidate_outputs_at_fault():
+            raise RuntimeError("no kernel for this layout")
+    assert caught.value.kind == "candidate_output" and "could not be compared" in str(caught.value)
+    # Running out of device memory is the checker's own failure: no verdict on the candidate.
+    with pytest.raises(torch.OutOfMemoryError):
+        with check.candidate_outputs_at_fault():
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB")
+    with pytest.raises(common.TaskError):
+        with check.candidate_outputs_at_fault():
+            raise common.TaskError("the reference failed")
+
+
 def test_bundles_are_written_without_checksums_and_read_back_whole(tmp_path) -> None:
     # The CRC-32 of each record is half the cost of a write and guards nothing here.
     import zipfile
