@@ -3,11 +3,9 @@
 prepare.py draws every set once from the secret seeds and writes a recipe (inputs.json): the
 seeds, the device the sets are drawn on, which of the shifted and spiked sets it kept, and a
 fingerprint of each set. run_candidate.py, check.py and timing.py draw the same sets from the
-recipe, always before any candidate code is loaded in the process (run_candidate.py reads its
-copy of the recipe once and removes it: the seeds are in no file the candidate can read while
-it is verified). On the device a set of gigabytes takes milliseconds to draw; copying every set
-to the host, writing it and reading it back in each process took tens of seconds an evaluation,
-most of the time it held the GPU.
+recipe, one at a time, where and when they use them. On the device a set of gigabytes takes
+milliseconds to draw; copying every set to the host, writing it and reading it back in each
+process took tens of seconds an evaluation, most of the time it held the GPU.
 
 get_inputs() seeded alike gives the same values in every process (torch's generators are
 deterministic for one seed, device and shape): prepare.py draws set 0 twice to make sure, and
@@ -15,7 +13,6 @@ every later draw is held to the set's fingerprint. A task whose draws differ has
 written as tensor bundles instead, and the recipe names them."""
 
 import json
-import math
 import os
 import random
 import sys
@@ -111,10 +108,13 @@ class InputSets:
     below verify_count (get_inputs()'s sets, then the shifted and spiked ones kept), profile(k)
     for k below profile_count. Every set is new tensors the caller owns.
 
-    A set that does not match its fingerprint is the task's fault (error_kind "task"): every
-    process draws its sets before any candidate code is loaded."""
+    A set that does not match its fingerprint is the task's fault (error_kind "task") where no
+    candidate code has run in the process; where it has, candidate code may be what changed
+    the draw, and the error is its own (error_kind "inputs", which the evaluator counts against
+    the candidate)."""
 
-    def __init__(self, recipe_path: str, task: ModuleType, device: str) -> None:
+    def __init__(self, recipe_path: str, task: ModuleType, device: str,
+                 candidate_process: bool = False) -> None:
         try:
             with open(recipe_path) as f:
                 self.recipe = json.load(f)
@@ -127,13 +127,7 @@ class InputSets:
         self.verify_count = len(self.recipe["fingerprints"]["verify"])
         self.profile_count = len(self.recipe["fingerprints"]["profile"])
         self._bundles: dict[str, list] = {}
-
-    def verify_bytes(self) -> int:
-        """What the verify sets' tensors hold, from their fingerprints, without drawing them."""
-        return sum(math.prod(value["shape"]) * torch.empty((), dtype=getattr(
-            torch, value["dtype"])).element_size()
-            for values in self.recipe["fingerprints"]["verify"] for value in values
-            if "shape" in value)
+        self._failure_kind = "inputs" if candidate_process else "task"
 
     def arity(self, k: int) -> int:
         """How many values verify set k holds, without drawing it."""
@@ -173,7 +167,7 @@ class InputSets:
             raise common.Failure(
                 f"{kind} set {k} drawn in this process differs from the one prepare.py drew from "
                 "the same seed: the task's get_inputs() gave other values, or something in this "
-                "process changed how they are drawn", "task")
+                "process changed how they are drawn", self._failure_kind)
         return values
 
 

@@ -1,6 +1,6 @@
 """Runs the candidate's ModelNew on the verify input sets and writes its outputs (untrusted
 process: it never sees reference outputs; check.py compares what it wrote). The sets are drawn
-here from prepare.py's recipe (input_sets.py) before the candidate is loaded."""
+here, one at a time, from prepare.py's recipe (input_sets.py)."""
 
 import faulthandler
 
@@ -8,7 +8,6 @@ faulthandler.enable()
 
 import startup  # noqa: F401  (first: no garbage collection while modules load)
 
-import contextlib
 import os
 import sys
 from typing import Any
@@ -27,8 +26,7 @@ def make_parser():
     parser.add_argument("--init", required=True, help="init.pt from prepare.py")
     parser.add_argument("--task", required=True,
                         help="the task file, whose get_inputs() draws the input sets")
-    parser.add_argument("--inputs", required=True,
-                        help="prepare.py's recipe, which this process reads and removes")
+    parser.add_argument("--inputs", required=True, help="inputs.json from prepare.py")
     parser.add_argument("--init-seed", type=int, required=True)
     parser.add_argument("--out", required=True, help="where candidate_out.pt is written")
     common.add_precision_argument(parser)
@@ -39,15 +37,15 @@ def make_parser():
 RERUN_POISON = 0x4B
 
 
-def run_set(model: torch.nn.Module, guard: Any, watch: Any, inputs: list, device: str,
-            poison: int, report: dict, observer: Any = None) -> tuple[list, list]:
-    """One verification call: poisoned allocator, a fresh copy of the set's inputs, the guarded
-    call (under the profiler when an observer is given), the checks."""
+def run_set(model: torch.nn.Module, guard: Any, watch: Any, sets: input_sets.InputSets, k: int,
+            device: str, poison: int, report: dict, observer: Any = None) -> tuple[list, list]:
+    """One verification call: poisoned allocator, verify set k drawn afresh, the guarded call
+    (under the profiler when an observer is given), the checks."""
     if device == "cuda":
         with common.step(report, "poison"):
             common.poison_cuda_allocator(poison)
     with common.step(report, "inputs"):
-        device_inputs = common.to_device(inputs, device)
+        device_inputs = sets.verify(k)
     with common.step(report, "calls"):
         if observer is None:
             result = common.call_candidate(model, device_inputs, guard, device)
@@ -59,51 +57,34 @@ def run_set(model: torch.nn.Module, guard: Any, watch: Any, inputs: list, device
     with common.step(report, "checks"):
         common.check_output_types(result)
         common.after_call(guard, watch, (device_inputs, result))
-        # Each input after the call, for check.py to compare with the original: None where it
-        # is unchanged, so that a full-size task's verification holds no second copy of a set.
-        after = [None if common.identical(original, value) else common.host_copy(value)
-                 for original, value in zip(inputs, device_inputs)]
+    with common.step(report, "inputs_after"):
+        # Each input after the call, for check.py to compare with the original (drawn again):
+        # None where it is unchanged, so that a full-size task's verification holds no second
+        # copy of a set.
+        original = sets.verify(k)
+        after = [None if common.identical(before, value) else common.host_copy(value)
+                 for before, value in zip(original, device_inputs)]
+        del original
     with common.step(report, "outputs"):
         return common.to_cpu(result), after
-
-
-# Share of the device's free memory the verify sets may take there, drawn before the candidate
-# is loaded; beyond it they wait in host memory.
-DEVICE_INPUT_SHARE = 0.3
-
-
-def draw_verify_sets(args: Any, task: Any, report: dict) -> list[list]:
-    """Every verify set, drawn before any candidate code is loaded, from a recipe this process
-    reads once and removes: while the candidate runs, the seeds are nowhere it can read. The
-    sets stay on the device where they fit (DEVICE_INPUT_SHARE), on the host otherwise; each
-    call gets a fresh copy, and the originals are what the inputs are checked against."""
-    sets = input_sets.InputSets(args.inputs, task, args.device)
-    with contextlib.suppress(OSError):
-        os.remove(args.inputs)
-    on_device = args.device == "cpu" or (
-        sets.verify_bytes() < DEVICE_INPUT_SHARE * torch.cuda.mem_get_info()[0])
-    report["inputs_held_on"] = args.device if on_device else "cpu"
-    return [values if on_device else common.to_cpu(values)
-            for values in (sets.verify(k) for k in range(sets.verify_count))]
 
 
 def main(args: Any, report: dict) -> None:
     report.update(violations=[], library_ops=[], weights=None, output_types=[])
     out_path = os.path.abspath(args.out)  # the candidate's loader changes the cwd
     init = common.load_bundle(args.init)
-    # The task first, for its get_inputs() alone (its Model is the workspace's model.py, which
-    # the candidate may read anyway).
+    # The task before the candidate: its get_inputs() draws the sets (its Model is the
+    # workspace's model.py, which the candidate may read anyway).
     task = common.load_task(args.task)
     common.shrink_task(task, args.shrink)
-    with common.step(report, "draw_inputs"):
-        input_sets_drawn = draw_verify_sets(args, task, report)
+    sets = input_sets.InputSets(args.inputs, task, args.device, candidate_process=True)
     with common.step(report, "load"):
         CallObserver.start_profiler(args.device)
         model, guard, watch = common.load_candidate_model(args.workspace, args.kernel_lib, init,
                                                           args.init_seed, args.device, report)
     outputs, inputs_after = [], []
-    for inputs in input_sets_drawn:
-        result, after = run_set(model, guard, watch, inputs, args.device, 0xFF, report)
+    for k in range(sets.verify_count):
+        result, after = run_set(model, guard, watch, sets, k, args.device, 0xFF, report)
         outputs.append(result)
         inputs_after.append(after)
     # S12, S14: set 0 once more, on a ModelNew built afresh, over memory poisoned differently.
@@ -112,8 +93,7 @@ def main(args: Any, report: dict) -> None:
     # the profiler, which sees torch compute the guard was kept from seeing, and foreign kernels.
     fresh, _ = common.build_model(type(model), init, args.init_seed, args.device)
     observer = CallObserver(args.device, args.kernel_lib, guard.violations)
-    rerun, _ = run_set(fresh, guard, watch, input_sets_drawn[0], args.device, RERUN_POISON,
-                       report, observer)
+    rerun, _ = run_set(fresh, guard, watch, sets, 0, args.device, RERUN_POISON, report, observer)
     with common.step(report, "write"):
         common.save_bundle({"outputs": outputs, "inputs_after": inputs_after, "rerun": rerun},
                            out_path)

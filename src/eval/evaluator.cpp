@@ -39,7 +39,6 @@ struct Evaluator::Run {
   std::vector<fs::path> readonly;    // what candidate processes may not write
   fs::path task_file;                // the recorded task text, in trusted/
   fs::path library;                  // the compiled kernels
-  std::string recipe;                // prepare.py's inputs.json: the seeds of the input sets
   unsigned long long seed = 0;       // secret: never given to a candidate process
   unsigned long long init_seed = 0;  // weights; the candidate builds ModelNew with it
   nlohmann::json prepared;           // prepare.py's report
@@ -298,15 +297,6 @@ Status Evaluator::prepare(Run& run, HarnessStep& prepare, EvalResult* r) {
     return Status::InvalidArgument("the task " + r->task_path + " does not run: " + why);
   }
   run.prepared = h.report;
-  // The recipe names the verify sets' seeds: while the candidate's verify process runs, it
-  // exists only where that process reads it once and removes it before loading any candidate
-  // code (run_candidate.py); the trusted steps after it find it in trusted/ again.
-  const fs::path recipe = run.trusted / "inputs.json";
-  s = read_file(recipe, &run.recipe);
-  if (!s.ok()) return Status::Internal("prepare.py left no input recipe: " + s.message());
-  std::error_code ec;
-  fs::rename(recipe, run.dir.path() / "candidate_inputs.json", ec);
-  if (ec) return Status::IoError("cannot hand the input recipe over: " + ec.message());
   if (options_.shrink > 1)
     r->settings["task_sizes"] = report_field(h.report, "sizes", nlohmann::json::object());
   r->device_name = report_field(h.report, "device_name", "");
@@ -328,11 +318,7 @@ Status Evaluator::verify(Run& run, HarnessStep& candidate, HarnessStep& check, E
            std::to_string(report_field(run.prepared, "verify_sets", options_.verify_sets)) +
            " fresh input sets");
   HarnessResult h = candidate.go();
-  std::error_code gone;
-  fs::remove(run.dir.path() / "candidate_inputs.json", gone);  // where the process did not
-  Status s = write_file_atomic(run.trusted / "inputs.json", run.recipe);
-  if (!s.ok()) return s;
-  s = record(run, candidate.call(), h);
+  Status s = record(run, candidate.call(), h);
   if (!s.ok()) return s;
   r->sandbox["network_isolated"] = h.process.network_isolated;
   r->sandbox["readonly_enforced"] = h.process.readonly_enforced;
@@ -722,18 +708,18 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
                            std::to_string(options_.profile_sets), "--out", run.trusted.string(),
                            "--shrink", std::to_string(options_.shrink)},
                           options_.trusted_timeout_s, false, !options_.device_lock.empty());
-  steps->candidate = launch(run, "run_candidate.py",
-                            {"--workspace",  run.workspace.string(),
-                             "--kernel-lib", run.library.string(),
-                             "--task",       run.task_file.string(),
-                             "--init",       init,
-                             "--inputs",     (run.dir.path() / "candidate_inputs.json").string(),
-                             "--init-seed",  seed,
-                             "--device",     options_.device,
-                             "--out",        out,
-                             "--precision",  options_.precision,
-                             "--shrink",     std::to_string(options_.shrink)},
-                            options_.verify_timeout_s, true, true);
+  steps->candidate =
+      launch(run, "run_candidate.py", {"--workspace",  run.workspace.string(),
+                                       "--kernel-lib", run.library.string(),
+                                       "--task",       run.task_file.string(),
+                                       "--init",       init,
+                                       "--inputs",     inputs,
+                                       "--init-seed",  seed,
+                                       "--device",     options_.device,
+                                       "--out",        out,
+                                       "--precision",  options_.precision,
+                                       "--shrink",     std::to_string(options_.shrink)},
+             options_.verify_timeout_s, true, true);
   steps->check = launch(run, "check.py", {"--task",          run.task_file.string(),
                                           "--init",          init,
                                           "--inputs",        inputs,

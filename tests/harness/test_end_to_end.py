@@ -104,17 +104,10 @@ def workspace(root: Path, name: str, model_new: str = MODEL_NEW) -> Path:
     return folder
 
 
-def handed_recipe(root: Path, name: str) -> Path:
-    """A copy of the recipe for one candidate process, which reads it and removes it."""
-    recipe = root / f"{name}_inputs.json"
-    shutil.copy(root / "inputs.json", recipe)
-    return recipe
-
-
 def run_candidate(root: Path, name: str, model_new: str = MODEL_NEW, lib: str = "right") -> dict:
     return run("run_candidate.py", "--workspace", workspace(root, name, model_new),
                "--kernel-lib", root / f"lib{lib}.so", "--task", root / "task.py",
-               "--init", root / "init.pt", "--inputs", handed_recipe(root, name),
+               "--init", root / "init.pt", "--inputs", root / "inputs.json",
                "--init-seed", INIT_SEED,
                "--device", "cpu", "--out", root / f"{name}.pt", "--report", root / f"{name}.json")
 
@@ -174,11 +167,7 @@ def test_a_correct_kernel_passes(prepared: Path) -> None:
     report = run_candidate(prepared, "right")
     phases = report.pop("phases")
     assert report == {"ok": True, "violations": [], "library_ops": [], "weights": "loaded",
-                      "output_types": ["torch.Tensor"], "precision": "fp32",
-                      "inputs_held_on": "cpu"}
-    # The recipe names the seeds: the candidate's process removed it before loading any of the
-    # candidate's code.
-    assert not (prepared / "right_inputs.json").exists()
+                      "output_types": ["torch.Tensor"], "precision": "fp32"}
     assert phases["startup_s"] > 0 and phases["work_s"] > 0
     result = check(prepared, "right")
     assert result["ok"] and result["correct"], result
@@ -262,7 +251,7 @@ def test_a_set_another_process_draws_differently_is_refused(tmp_path: Path) -> N
     report = prepare_task(tmp_path, PER_PROCESS_TASK)
     assert report["ok"] and report["inputs_repeatable"] is True, report
     candidate = run_candidate(tmp_path, "right")
-    assert candidate["ok"] is False and candidate["error_kind"] == "task", candidate
+    assert candidate["ok"] is False and candidate["error_kind"] == "inputs", candidate
     assert "verify set 0 drawn in this process differs" in candidate["error"]
     eager = profile(tmp_path, "eager", warmup=1, iters=2)
     assert eager["ok"] is False and eager["error_kind"] == "task", eager
@@ -364,7 +353,7 @@ NEEDS_TF32 = MODEL_NEW.replace(
 def test_the_candidate_runs_in_the_precision_the_evaluator_pins(prepared: Path) -> None:
     tf32 = run("run_candidate.py", "--workspace", workspace(prepared, "tf32", NEEDS_TF32),
                "--kernel-lib", prepared / "libright.so", "--task", prepared / "task.py",
-               "--init", prepared / "init.pt", "--inputs", handed_recipe(prepared, "tf32"),
+               "--init", prepared / "init.pt", "--inputs", prepared / "inputs.json",
                "--init-seed", INIT_SEED,
                "--device", "cpu", "--out", prepared / "tf32.pt", "--precision", "tf32",
                "--report", prepared / "tf32.json")
