@@ -149,9 +149,11 @@ def main(args: Any, report: dict) -> None:
     with common.step(report, "write"):
         if host is not None:
             host["verify"] += [common.to_cpu(values) for values in kept]
-            recipe["bundles"] = {kind: f"{kind}_inputs.pt" for kind in host}
+            # Absolute, so that a copy of the recipe in another folder still finds them.
+            recipe["bundles"] = {kind: os.path.abspath(os.path.join(args.out, f"{kind}_inputs.pt"))
+                                 for kind in host}
             for kind, sets in host.items():
-                common.save_bundle(sets, os.path.join(args.out, recipe["bundles"][kind]))
+                common.save_bundle(sets, recipe["bundles"][kind])
         input_sets.write_recipe(os.path.join(args.out, input_sets.RECIPE), recipe)
 
     report["torch"] = torch.__version__

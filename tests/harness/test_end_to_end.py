@@ -236,7 +236,8 @@ def test_a_task_whose_draws_differ_has_its_sets_written(tmp_path: Path) -> None:
     report = prepare_task(tmp_path, COUNTING_TASK)
     assert report["ok"] and report["inputs_repeatable"] is False, report
     recipe = json.loads((tmp_path / "inputs.json").read_text())
-    assert recipe["bundles"] == {"verify": "verify_inputs.pt", "profile": "profile_inputs.pt"}
+    assert recipe["bundles"] == {kind: str(tmp_path / f"{kind}_inputs.pt")
+                                 for kind in ("verify", "profile")}
     written = torch.load(tmp_path / "verify_inputs.pt", weights_only=True)
     assert len(written) == report["verify_sets"] == 4
     assert torch.equal(drawn(tmp_path).verify(1)[0], written[1][0])
