@@ -26,7 +26,6 @@ import common
 RECIPE = "inputs.json"
 PROFILE_SEED_OFFSET = 1000
 EXTRA_SEED_MIX = 0x5EED
-EXTRA_SETS = ("shifted", "spiked")
 FINGERPRINT_ELEMENTS = 64
 
 

@@ -761,16 +761,16 @@ void Evaluator::start_steps(Run& run, Steps* steps) {
                              "--shrink",
                              std::to_string(options_.shrink)},
                             options_.trusted_timeout_s, false, true);
-    for (const char* impl : {"eager", "compile"}) {
+    for (auto [impl, step] :
+         {std::pair{"eager", &steps->eager}, std::pair{"compile", &steps->compile}}) {
+      // A store that cannot say starts nothing early: the baseline is timed as it always was.
       bool timed_before = false;
-      if (options_.use_baseline_cache) {
-        // A store that cannot say starts nothing early: the baseline is timed as it always was.
-        if (!store_->has_baseline(run.record.task_sha256, impl, options_.device, &timed_before)
-                 .ok())
-          continue;
-      }
-      if (timed_before) continue;
-      (std::string(impl) == "eager" ? steps->eager : steps->compile) =
+      if (options_.use_baseline_cache &&
+          (!store_->has_baseline(run.record.task_sha256, impl, options_.device, &timed_before)
+                .ok() ||
+           timed_before))
+        continue;
+      *step =
           launch(run, "timing.py", timing_args(run, impl), options_.trusted_timeout_s, false, true);
     }
   }
