@@ -1,14 +1,16 @@
 """What moving a full-size task's tensors costs on the device machine, per GiB: device to host into
 fresh and into touched memory, through a pinned staging buffer (what the harness's
-common.host_copy does), into a file mapping; torch.save and torch.load back to the device, in /tmp
-and /dev/shm; the comparison of check.py with the candidate's output on the host and on the
-device. The evaluator moves tens of gigabytes per evaluation at full size, with the GPU locked.
+common.host_copy does); torch.save and torch.load back to the device, and a tensor written apart
+from its bundle into a file mapping (common.Spill) and mapped back, in /tmp and /dev/shm; the
+comparison of check.py with the candidate's output on the host and on the device. The evaluator
+moves tens of gigabytes per evaluation at full size, with the GPU locked.
 
     python3 bench/host_copies.py [--gib 1]   # cuda only; writes host_copies.json
 """
 import argparse
 import importlib.util
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -69,6 +71,16 @@ def main() -> None:
         measure(f"torch.load (mmap) -> device, {folder}", lambda: torch.load(
             path, map_location="cpu", mmap=True, weights_only=True)[0].to("cuda"))
         path.unlink()
+        bundle = str(path) + ".pt"
+
+        def spill() -> None:
+            harness.save_bundle([harness.Spill(bundle)([device])], bundle)
+
+        measure(f"device -> raw file through the stage (Spill), {folder}", spill)
+        measure(f"raw file (load_bundle, mapped) -> device, {folder}",
+                lambda: harness.load_bundle(bundle)[0][0].to("cuda"))
+        os.remove(bundle)
+        shutil.rmtree(harness.raw_folder(bundle))
     measure("check.compare_output, candidate's output on the host",
             lambda: check.compare_output(device, touched, 1e-2, 1e-2, "cuda"))
     on_device = touched.to("cuda")

@@ -11,7 +11,9 @@ import math
 import os
 import platform
 import random
+import re
 import shutil
+import stat
 import sys
 import time
 import traceback
@@ -471,9 +473,11 @@ def check_output_types(outputs: list) -> None:
 
 
 def load_bundle(path: str) -> Any:
-    # Memory-mapped: a full-size task's input sets are gigabytes each, and the pages a set
-    # occupies are the file's, read when the set is used, not a private copy of all of them.
-    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    """A bundle of save_bundle, with the tensors a Spill wrote apart mapped back in place of
+    their markers. Memory-mapped: a full-size task's input sets are gigabytes each, and the
+    pages a set occupies are the file's, read when the set is used, not a private copy."""
+    value = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    return _resolve_raw(value, raw_folder(os.path.abspath(path)))
 
 
 def _skip_save_checksums() -> None:
@@ -549,32 +553,132 @@ STAGE_BYTES = 64 << 20
 _stage: torch.Tensor | None = None
 
 
-def host_copy(tensor: torch.Tensor) -> torch.Tensor:
-    """A detached copy of tensor in host memory, owned by the caller."""
-    tensor = tensor.detach()
-    staged = (tensor.device.type == "cuda" and tensor.layout == torch.strided
-              and not tensor.is_quantized
-              and tensor_bytes([tensor]) >= STAGED_COPY_MIN_BYTES)
-    if not staged:
-        return tensor.to("cpu", copy=True)
+def _staged(tensor: torch.Tensor) -> bool:
+    return (tensor.device.type == "cuda" and tensor.layout == torch.strided
+            and not tensor.is_quantized and tensor_bytes([tensor]) >= STAGED_COPY_MIN_BYTES)
+
+
+def _stage_buffer() -> torch.Tensor:
     global _stage
     if _stage is None:
         _stage = torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
-    return staged_copy(tensor, _stage)
+    return _stage
 
 
-def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
-    """tensor's values in a new contiguous host tensor, moved through stage (a uint8 buffer) a
-    stage-full of bytes at a time."""
-    source = tensor.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
-    result = torch.empty(tensor.shape, dtype=tensor.dtype)
-    target = result.reshape(-1).view(torch.uint8)
+def host_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A detached copy of tensor in host memory, owned by the caller."""
+    tensor = tensor.detach()
+    if not _staged(tensor):
+        return tensor.to("cpu", copy=True)
+    return staged_copy(tensor, _stage_buffer())
+
+
+def _flat_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
+
+
+def _copy_through(source: torch.Tensor, target: torch.Tensor, stage: torch.Tensor) -> None:
+    """source's bytes (a flat uint8 device tensor) into target's (flat uint8, on the host), a
+    stage-full at a time."""
     size, chunk = source.numel(), stage.numel()
     for start in range(0, size, chunk):
         length = min(chunk, size - start)
         stage[:length].copy_(source[start:start + length])
         target[start:start + length].copy_(stage[:length])
+
+
+def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
+    """tensor's values in a new contiguous host tensor, moved through stage (a uint8 buffer) a
+    stage-full of bytes at a time."""
+    result = torch.empty(tensor.shape, dtype=tensor.dtype)
+    _copy_through(_flat_bytes(tensor), result.reshape(-1).view(torch.uint8), stage)
     return result
+
+
+# --- tensors written apart from their bundle ---------------------------------------------------
+
+# A tensor at least this large leaves its bundle for a file of its own: written straight from the
+# device (through the staging buffer) into the file's mapped pages as soon as it exists, and
+# mapped again by the reader. A host copy written by torch.save took a copy into fresh memory and
+# 0.4-0.6 s a GiB of writing on top.
+RAW_MIN_BYTES = 16 << 20
+RAW_KEY = "raw_tensor"
+# The dtypes a raw file may hold, by the names it is written under.
+RAW_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex128,
+    torch.complex64, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
+_RAW_NAME = re.compile(r"[0-9]{1,9}\.raw")
+
+
+def raw_folder(bundle: str) -> str:
+    """Where the tensors written apart from bundle go: a folder beside it, named after it."""
+    return f"{bundle}.raw"
+
+
+class Spill:
+    """Writes the large tensors of values, one by one as they are made, into raw files of
+    bundle's raw_folder, and gives back what the bundle holds in their place: a small marker
+    (file name, shape, dtype) that load_bundle maps back to a tensor. Smaller tensors come back
+    as host copies, other values as they are. Non-contiguous tensors are written contiguous."""
+
+    def __init__(self, bundle: str) -> None:
+        self.folder = raw_folder(os.path.abspath(bundle))
+        self.count = 0
+
+    def __call__(self, values: list) -> list:
+        return [self.one(v) if isinstance(v, torch.Tensor) else v for v in values]
+
+    def one(self, tensor: torch.Tensor) -> Any:
+        tensor = tensor.detach()
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        if (tensor.layout != torch.strided or tensor.is_quantized or dtype not in RAW_DTYPES
+                or tensor_bytes([tensor]) < RAW_MIN_BYTES):
+            return host_copy(tensor)
+        os.makedirs(self.folder, exist_ok=True)
+        name = f"{self.count}.raw"
+        self.count += 1
+        path = os.path.join(self.folder, name)
+        source = _flat_bytes(tensor)
+        with open(path, "wb") as f:
+            f.truncate(source.numel())
+        target = torch.from_file(path, shared=True, size=source.numel(), dtype=torch.uint8)
+        if _staged(tensor):
+            _copy_through(source, target, _stage_buffer())
+        else:
+            target.copy_(source)
+        del target  # unmapped: the pages are the file's
+        return {RAW_KEY: name, "shape": list(tensor.shape), "dtype": dtype}
+
+
+def _read_raw(marker: dict, folder: str) -> torch.Tensor:
+    """The tensor a Spill marker stands for, mapped (copy on write) from its file; ValueError
+    where the marker or the file is not one Spill could have written."""
+    name, shape, dtype = marker.get(RAW_KEY), marker.get("shape"), marker.get("dtype")
+    if not (set(marker) == {RAW_KEY, "shape", "dtype"} and isinstance(name, str)
+            and _RAW_NAME.fullmatch(name) and isinstance(shape, list)
+            and all(type(d) is int and d >= 0 for d in shape) and dtype in RAW_DTYPES):
+        raise ValueError(f"a malformed raw tensor marker: {str(marker)[:200]}")
+    if os.path.islink(folder):
+        raise ValueError(f"{folder} is a symbolic link")
+    path = os.path.join(folder, name)
+    info = os.lstat(path)
+    numel = math.prod(shape)
+    size = numel * torch.empty((), dtype=RAW_DTYPES[dtype]).element_size()
+    if not stat.S_ISREG(info.st_mode) or info.st_size != size or size == 0:
+        raise ValueError(f"{path} is not a regular file of {size} bytes ({dtype} {shape})")
+    return torch.from_file(path, shared=False, size=numel, dtype=RAW_DTYPES[dtype]).view(shape)
+
+
+def _resolve_raw(value: Any, folder: str) -> Any:
+    if isinstance(value, dict):
+        if RAW_KEY in value:
+            return _read_raw(value, folder)
+        return {k: _resolve_raw(v, folder) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve_raw(v, folder) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_resolve_raw(v, folder) for v in value)
+    return value
 
 
 def to_cpu(values: list) -> list:
@@ -666,7 +770,7 @@ class TimedPlan:
         self.scales = [0.5 + 0.5 * rng.random() for _ in range(iters)]
         self.saved = sorted(rng.sample(range(iters), max(0, min(save_calls, iters))))
         self._weight_seed = rng.getrandbits(62)
-        self._weights: dict[tuple, torch.Tensor] = {}
+        self._weights: dict[tuple, Any] = {}
         self._sample_seed = rng.getrandbits(62)
         self._jitter_seed = rng.getrandbits(62)
 
@@ -677,29 +781,45 @@ class TimedPlan:
 
     def inputs(self, base_sets: list[list], i: int) -> list:
         """Call i's inputs: new tensors on the base set's device, floating ones scaled element by
-        element (the factors drawn on that device from the secret, the same in every process)."""
+        element (the factors drawn on that device from the secret, the same in every process).
+        Two passes over memory: the factors drawn straight into [s_i (1 - 2 JITTER), s_i), then
+        one product into a new tensor; a clone first and the factors shaped in place took six."""
         scale = self.scales[i]
+        low, high = scale * (1 - 2 * self.JITTER), scale
         inputs = []
         for k, value in enumerate(base_sets[i % self.sets]):
             if isinstance(value, torch.Tensor):
-                value = value.clone()
                 if value.is_floating_point() or value.is_complex():
                     generator = torch.Generator(device=value.device)
                     generator.manual_seed(self._jitter_seed + i * 1009 + k)
-                    factors = torch.rand(value.shape, generator=generator, device=value.device)
-                    value.mul_(factors.mul_(-2 * self.JITTER).add_(1).mul_(scale))
+                    real = value.real.dtype if value.is_complex() else value.dtype
+                    factors = torch.empty(value.shape, dtype=real, device=value.device)
+                    value = value * factors.uniform_(low, high, generator=generator)
+                else:
+                    value = value.clone()
             inputs.append(value)
         return inputs
 
     def weights(self, output: int, tensor: torch.Tensor) -> torch.Tensor:
-        key = (output, tuple(tensor.shape), tensor.is_complex(), str(tensor.device))
+        """Output j's weights in [-1, 1), one per element of fingerprint_view(tensor), in its
+        dtype, from the secret."""
+        wide = fingerprint_dtype(tensor)
+        key = (output, tuple(tensor.shape), tensor.is_complex(), wide, str(tensor.device))
         if key not in self._weights:
-            shape = tuple(tensor.shape) + ((2,) if tensor.is_complex() else ())
+            numel = tensor.numel() * (2 if tensor.is_complex() else 1)
             generator = torch.Generator(device=tensor.device)
             generator.manual_seed(self._weight_seed + output)
-            uniform = torch.rand(shape, generator=generator, dtype=torch.float64,
-                                 device=tensor.device)
-            self._weights[key] = uniform * 2 - 1
+            uniform = torch.empty(numel, dtype=wide, device=tensor.device)
+            self._weights[key] = uniform.uniform_(-1, 1, generator=generator)
+        return self._weights[key]
+
+    def weight_magnitudes(self, output: int, tensor: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """|weights| of output j and their sum, for check.py's limits (kept like the weights)."""
+        key = ("magnitudes", output, tuple(tensor.shape), tensor.is_complex(),
+               fingerprint_dtype(tensor), str(tensor.device))
+        if key not in self._weights:
+            magnitudes = self.weights(output, tensor).abs()
+            self._weights[key] = (magnitudes, float(magnitudes.sum()))
         return self._weights[key]
 
     def positions(self, output: int, numel: int) -> torch.Tensor:
@@ -710,18 +830,36 @@ class TimedPlan:
                              generator=generator)
 
     def fingerprint(self, outputs: list) -> list[list]:
-        """[sum, weighted sum, sampled elements] of each output in float64 (weights in [-1, 1)
-        and the sampled positions from the secret). The sums hold the whole output to the
-        tolerances in aggregate, which another call's output of the same statistics can meet;
-        the samples hold a few elements to them one by one, which it cannot."""
+        """[sum, weighted sum, sampled elements] of each output (weights in [-1, 1) and the
+        sampled positions from the secret), accumulated in float32 (float64 for a 64-bit output:
+        fingerprint_dtype): one read of the output for the sum and one beside the weights for the
+        weighted sum, where widening the output to float64 first took five passes over twice its
+        size. The sums hold the whole output to the tolerances in aggregate, which another call's
+        output of the same statistics can meet; the samples hold a few elements to them one by
+        one, which it cannot."""
         result = []
         for j, output in enumerate(outputs):
-            wide = as_float64(output)
-            pair = torch.stack([wide.sum(), (wide * self.weights(j, output)).sum()])
-            flat = wide.reshape(-1)
+            flat = fingerprint_view(output)
+            pair = torch.stack([flat.sum(), torch.dot(flat, self.weights(j, output))])
             samples = flat[self.positions(j, flat.numel()).to(flat.device)]
             result.append([float(v) for v in pair.cpu()] + [[float(v) for v in samples.cpu()]])
         return result
+
+
+def fingerprint_dtype(tensor: torch.Tensor) -> torch.dtype:
+    """What a timed call's output is summed in: float64 for 64-bit floats (and complex128),
+    float32 for every other dtype."""
+    wide = tensor.real.dtype if tensor.is_complex() else tensor.dtype
+    return torch.float64 if wide == torch.float64 else torch.float32
+
+
+def fingerprint_view(tensor: torch.Tensor) -> torch.Tensor:
+    """tensor's elements (a complex one's real and imaginary parts) as one flat tensor of
+    fingerprint_dtype: the tensor itself where it already is one, contiguous and real."""
+    tensor = tensor.detach()
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    return tensor.reshape(-1).to(fingerprint_dtype(tensor))
 
 
 def as_float64(tensor: torch.Tensor) -> torch.Tensor:

@@ -38,9 +38,11 @@ RERUN_POISON = 0x4B
 
 
 def run_set(model: torch.nn.Module, guard: Any, watch: Any, sets: input_sets.InputSets, k: int,
-            device: str, poison: int, report: dict, observer: Any = None) -> tuple[list, list]:
+            device: str, poison: int, report: dict, spill: common.Spill,
+            observer: Any = None) -> tuple[list, list]:
     """One verification call: poisoned allocator, verify set k drawn afresh, the guarded call
-    (under the profiler when an observer is given), the checks."""
+    (under the profiler when an observer is given), the checks; the outputs (and any input the
+    call changed) written out at once (spill)."""
     if device == "cuda":
         with common.step(report, "poison"):
             common.poison_cuda_allocator(poison)
@@ -62,11 +64,11 @@ def run_set(model: torch.nn.Module, guard: Any, watch: Any, sets: input_sets.Inp
         # None where it is unchanged, so that a full-size task's verification holds no second
         # copy of a set.
         original = sets.verify(k)
-        after = [None if common.identical(before, value) else common.host_copy(value)
+        after = [None if common.identical(before, value) else spill.one(value)
                  for before, value in zip(original, device_inputs)]
         del original
     with common.step(report, "outputs"):
-        return common.to_cpu(result), after
+        return spill(result), after
 
 
 def main(args: Any, report: dict) -> None:
@@ -82,9 +84,10 @@ def main(args: Any, report: dict) -> None:
         CallObserver.start_profiler(args.device)
         model, guard, watch = common.load_candidate_model(args.workspace, args.kernel_lib, init,
                                                           args.init_seed, args.device, report)
+    spill = common.Spill(out_path)
     outputs, inputs_after = [], []
     for k in range(sets.verify_count):
-        result, after = run_set(model, guard, watch, sets, k, args.device, 0xFF, report)
+        result, after = run_set(model, guard, watch, sets, k, args.device, 0xFF, report, spill)
         outputs.append(result)
         inputs_after.append(after)
     # S12, S14: set 0 once more, on a ModelNew built afresh, over memory poisoned differently.
@@ -93,7 +96,8 @@ def main(args: Any, report: dict) -> None:
     # the profiler, which sees torch compute the guard was kept from seeing, and foreign kernels.
     fresh, _ = common.build_model(type(model), init, args.init_seed, args.device)
     observer = CallObserver(args.device, args.kernel_lib, guard.violations)
-    rerun, _ = run_set(fresh, guard, watch, sets, 0, args.device, RERUN_POISON, report, observer)
+    rerun, _ = run_set(fresh, guard, watch, sets, 0, args.device, RERUN_POISON, report, spill,
+                       observer)
     with common.step(report, "write"):
         common.save_bundle({"outputs": outputs, "inputs_after": inputs_after, "rerun": rerun},
                            out_path)

@@ -135,6 +135,7 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
     secret = common.wait_for_secret(args.wait_for) if args.wait_for else 0
     plan = common.TimedPlan(secret, args.iters, len(base_sets), args.save_calls)
     times, host, fingerprints, kept = [], [], [], []
+    spill = common.Spill(args.out)
     with common.step(report, "timed"):
         for i in range(args.iters):
             inputs = plan.inputs(base_sets, i)
@@ -162,7 +163,7 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
             impl.after(inputs, outputs)
             fingerprints.append(plan.fingerprint(outputs))
             if i in plan.saved:
-                kept.append(common.to_cpu(outputs))
+                kept.append(spill(outputs))
             del outputs, inputs
     with common.step(report, "write"):
         common.save_bundle({"fingerprints": fingerprints, "saved": plan.saved, "outputs": kept},

@@ -242,6 +242,8 @@ void Evaluator::discard(const fs::path& bundle) const {
   if (options_.keep_run_dir) return;
   std::error_code ignored;  // the folder goes at the end anyway
   fs::remove(bundle, ignored);
+  // The bundle's large tensors, written apart from it (harness/common.py's Spill).
+  fs::remove_all(fs::path(bundle.string() + ".raw"), ignored);
 }
 
 Status Evaluator::source_rules(Run& run, HarnessStep& rules, EvalResult* r) {

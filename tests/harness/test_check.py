@@ -214,6 +214,51 @@ def test_bundles_are_written_without_checksums_and_read_back_whole(tmp_path) -> 
     assert back[2] == 3
 
 
+def test_large_tensors_are_written_apart_and_mapped_back(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(common, "RAW_MIN_BYTES", 64)
+    bundle = str(tmp_path / "candidate_out.pt")
+    spill = common.Spill(bundle)
+    big = torch.randn(8, 16)
+    values = [big, big.t(), torch.randn(4, 4, dtype=torch.complex64), torch.rand(100) > 0.5,
+              torch.randn(64).to(torch.bfloat16), torch.ones(3), 7]
+    written = spill(values)
+    # Five files; the 3-element tensor stays in the bundle as a host copy, the number as it is.
+    assert sorted(p.name for p in (tmp_path / "candidate_out.pt.raw").iterdir()) == [
+        f"{k}.raw" for k in range(5)]
+    assert isinstance(written[5], torch.Tensor) and written[6] == 7
+    common.save_bundle({"outputs": [written]}, bundle)
+    back = common.load_bundle(bundle)["outputs"][0]
+    for want, got in zip(values[:6], back[:6]):
+        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    assert back[1].is_contiguous()  # written in order, whatever the layout it had
+    assert back[6] == 7
+
+
+@pytest.mark.parametrize("tamper, why", [
+    (lambda folder, m: m.update({"raw_tensor": "../trusted.raw"}), "malformed"),
+    (lambda folder, m: m.update({"dtype": "object"}), "malformed"),
+    (lambda folder, m: m.update({"shape": [4, -2]}), "malformed"),
+    (lambda folder, m: m.update({"shape": [400, 400]}), "not a regular file of"),
+    (lambda folder, m: m.update({"extra": 1}), "malformed"),
+    (lambda folder, m: ((folder / "0.raw").unlink(), (folder / "0.raw").symlink_to("/dev/zero")),
+     "not a regular file"),
+])
+def test_a_raw_tensor_marker_that_spill_could_not_have_written_is_refused(tmp_path, monkeypatch,
+                                                                          tamper, why) -> None:
+    # The candidate's process writes its outputs: what it leaves there is read by the trusted
+    # checker, which takes only a regular file of the right size under the bundle's own folder.
+    monkeypatch.setattr(common, "RAW_MIN_BYTES", 64)
+    bundle = str(tmp_path / "candidate_out.pt")
+    marker = common.Spill(bundle).one(torch.randn(16, 16))
+    tamper(tmp_path / "candidate_out.pt.raw", marker)
+    common.save_bundle({"outputs": [[marker]]}, bundle)
+    with pytest.raises(ValueError, match=why):
+        common.load_bundle(bundle)
+    with pytest.raises(common.Failure) as raised:
+        check.read_candidate_bundle(bundle)
+    assert raised.value.kind == "candidate_output"
+
+
 def test_a_bundle_that_cannot_be_written_says_how_much_room_there_was(tmp_path, monkeypatch):
     def full_disk(value, path):
         open(path, "wb").close()

@@ -82,6 +82,43 @@ def test_another_calls_output_of_the_same_statistics_is_caught_by_the_sampled_el
     assert _fingerprint_check(plan, expected, [expected[0].clone()]) is None
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64,
+                                   torch.complex64, torch.int32])
+def test_fingerprints_of_every_dtype_hold_the_output_to_the_tolerances(dtype) -> None:
+    # Summed in float32 (float64 for 64-bit outputs) by timing.py and check.py alike.
+    torch.manual_seed(4)
+    plan = common.TimedPlan(5, 1, 1, 0)
+    wide = torch.randn(128, 96, dtype=torch.complex128 if dtype.is_complex else torch.float64)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        wide = wide.real.mul(1000).round()
+    expected = [wide.to(dtype)]
+    assert _fingerprint_check(plan, expected, [expected[0].clone()]) is None
+    assert _fingerprint_check(plan, expected, [(wide + 3 * (ATOL + RTOL * wide.abs())).to(dtype)]) \
+        is not None
+    assert _fingerprint_check(plan, expected, [torch.roll(expected[0], 1, 0)]) is not None
+
+
+def test_a_reference_too_large_for_float32_sums_is_held_by_its_sampled_elements() -> None:
+    # Magnitudes near float32's largest: the sums leave its range; the call is still held to
+    # the sampled elements (and the kept calls to every element).
+    torch.manual_seed(5)
+    plan = common.TimedPlan(9, 1, 1, 0)
+    expected = [torch.rand(64, 64) * 3e37 + 1e37]
+    assert _fingerprint_check(plan, expected, [expected[0].clone()]) is None
+    found = _fingerprint_check(plan, expected, [expected[0].flip(0)])
+    assert found is not None and "sampled element" in found["detail"], found
+
+
+def test_timed_inputs_keep_their_dtype() -> None:
+    base = [[torch.randn(32, dtype=torch.float16), torch.randn(8, dtype=torch.complex64),
+             torch.randn(4, 4).t()]]
+    half, complex_, transposed = common.TimedPlan(2, 1, 1, 0).inputs(base, 0)
+    assert half.dtype == torch.float16 and complex_.dtype == torch.complex64
+    assert transposed.stride() == base[0][2].stride()  # laid out as the set is
+    ratio = (complex_ / base[0][1]).real
+    assert float(ratio.min()) > 0.5 * (1 - 2 * common.TimedPlan.JITTER) - 1e-6
+
+
 def test_fingerprints_refuse_a_wrong_count_of_outputs() -> None:
     plan = common.TimedPlan(3, 1, 1, 0)
     expected = [torch.ones(4), torch.ones(4)]
