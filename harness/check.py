@@ -80,36 +80,56 @@ def compare_output(expected: Any, got: Any, atol: float, rtol: float,
         return _mismatch("layout", e, g, f"has layout {g} where the reference has {e}"), None, None
 
     wide = torch.complex128 if expected.is_complex() else torch.float64
-    # Moved, then widened: widening on the host first would move twice the bytes, slowly.
-    expected, got = expected.to(device), got.to(device)
-    e, g = expected.to(wide), got.to(wide)
     numel = expected.numel()
-    if bool(torch.isfinite(expected).all()) and bool(torch.isfinite(got).all()):
-        # Every value finite, as nearly always: the same test in half the passes over memory.
-        diff = (g - e).abs()
-        scale = e.abs()
-        ok = diff <= scale * rtol + atol
-        max_rel = float(torch.where(scale != 0, diff / scale, 0.0).max()) if numel else 0.0
-    else:
-        finite = torch.isfinite(e) & torch.isfinite(g)
-        same_inf = torch.isinf(e) & (g == e)
-        diff = torch.where(finite, (g - e).abs(), torch.where(same_inf, 0.0, torch.inf))
-        ok = (finite & (diff <= atol + rtol * e.abs())) | same_inf
-        relative = torch.isfinite(e) & (e != 0)
-        max_rel = (float((diff[relative] / e[relative].abs()).max()) if bool(relative.any())
-                   else 0.0)
-    max_abs = float(diff.max()) if numel else 0.0
-    mismatched = numel - int(ok.sum())
+    want_flat, have_flat = expected.detach().reshape(-1), got.detach().reshape(-1)
+    max_abs = max_rel = 0.0
+    mismatched, first = 0, None
+    # A chunk at a time: the float64 copies and the temporaries of the whole of a 2 GiB float16
+    # output took 40 GiB of device memory, beside the reference's outputs kept there.
+    for start in range(0, numel, COMPARE_CHUNK):
+        # Moved, then widened: widening on the host first would move twice the bytes, slowly.
+        e = want_flat[start:start + COMPARE_CHUNK].to(device).to(wide)
+        g = have_flat[start:start + COMPARE_CHUNK].to(device).to(wide)
+        diff, ok, relative = _compare_chunk(e, g, atol, rtol)
+        max_abs = max(max_abs, float(diff.max()))
+        max_rel = max(max_rel, relative)
+        bad = e.numel() - int(ok.sum())
+        if bad and first is None:
+            local = int(torch.argmax((~ok).to(torch.uint8)))
+            first = (start + local, e[local].item(), g[local].item())
+        mismatched += bad
     if mismatched == 0:
         return None, max_abs, max_rel
-    first = int(torch.argmax((~ok).flatten().to(torch.uint8)))
-    index = [int(i) for i in torch.unravel_index(torch.tensor(first), expected.shape)]
-    want, have = e.flatten()[first].item(), g.flatten()[first].item()
+    position, want, have = first
+    index = [int(i) for i in torch.unravel_index(torch.tensor(position), expected.shape)]
     detail = (f"has {mismatched} of {numel} values off by more than atol + rtol*|expected|; "
               f"the first, at {index}, is {have} where {want} is expected")
     fields = _mismatch("value", want, have, detail, index=index, max_abs_diff=max_abs,
                        mismatched=mismatched, numel=numel)
     return fields, max_abs, max_rel
+
+
+# Elements compare_output compares at once (on the device, in float64).
+COMPARE_CHUNK = 1 << 26
+
+
+def _compare_chunk(e: torch.Tensor, g: torch.Tensor, atol: float,
+                   rtol: float) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """(|g - e| with a mismatch of finiteness as inf, which elements match, the largest relative
+    difference over elements whose expected value is finite and nonzero) of one chunk."""
+    if bool(torch.isfinite(e).all()) and bool(torch.isfinite(g).all()):
+        # Every value finite, as nearly always: the same test in half the passes over memory.
+        diff = (g - e).abs()
+        scale = e.abs()
+        ok = diff <= scale * rtol + atol
+        return diff, ok, float(torch.where(scale != 0, diff / scale, 0.0).max())
+    finite = torch.isfinite(e) & torch.isfinite(g)
+    same_inf = torch.isinf(e) & (g == e)
+    diff = torch.where(finite, (g - e).abs(), torch.where(same_inf, 0.0, torch.inf))
+    ok = (finite & (diff <= atol + rtol * e.abs())) | same_inf
+    relative = torch.isfinite(e) & (e != 0)
+    max_rel = float((diff[relative] / e[relative].abs()).max()) if bool(relative.any()) else 0.0
+    return diff, ok, max_rel
 
 
 def compare_sets(expected: list[list], got: list[list], atol: float, rtol: float,

@@ -32,6 +32,10 @@ class FakeExecutor : public Executor {
       out.interrupted = true;
       return out;
     }
+    if (crash && job.task.find("crash") != std::string::npos) {
+      out.exit_code = 2;  // no result printed: an error, not a verdict
+      return out;
+    }
     EvalResult e;
     e.id = 7;
     e.device_name = "Fake GPU";
@@ -56,6 +60,7 @@ class FakeExecutor : public Executor {
     out.out = j.dump();
     return out;
   }
+  bool crash = true;
   std::mutex mu;
   std::vector<std::string> ran;
   std::vector<std::vector<std::string>> argvs;
@@ -146,6 +151,29 @@ TEST(Bench, AnInterruptedRunResumesWithTheTasksItLacksOnly) {
   for (const std::string& task : again.ran) EXPECT_FALSE(had.count(task)) << task << " ran twice";
   EXPECT_EQ(summary.record["sessions"].size(), 2u);
   EXPECT_FALSE(summary.record["sessions"][0]["complete"].get<bool>());
+  EXPECT_TRUE(summary.record["sessions"][1]["complete"].get<bool>());
+}
+
+TEST(Bench, AnEpisodeThatEndedInAnErrorRunsAgainOnResume) {
+  Fixture f({"level1/001_a", "level1/002_crash", "level1/003_bad"});
+  {
+    FakeExecutor executor;
+    BenchSummary summary;
+    ASSERT_TRUE(run_bench(f.request, f.store.get(), &executor, &summary).ok());
+    ASSERT_EQ(summary.results.size(), 3u);
+    EXPECT_EQ(summary.results[1].outcome, "error");
+  }
+  FakeExecutor again;
+  again.crash = false;  // whatever failed under it (the device's memory, say) is gone
+  BenchRequest resume = f.request;
+  resume.resume = 1;
+  resume.settings = {};
+  BenchSummary summary;
+  ASSERT_TRUE(run_bench(resume, f.store.get(), &again, &summary).ok());
+  // Only the error runs again: a verdict, pass or fail, stands.
+  EXPECT_EQ(again.ran, std::vector<std::string>{"level1/002_crash"});
+  ASSERT_EQ(summary.results.size(), 3u);
+  EXPECT_EQ(summary.results[1].outcome, "pass");
   EXPECT_TRUE(summary.record["sessions"][1]["complete"].get<bool>());
 }
 

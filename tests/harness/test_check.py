@@ -34,7 +34,11 @@ def test_tolerance_scales_with_expected() -> None:
     assert mismatch["kind"] == "value" and mismatch["index"] == [1]
 
 
-def test_value_off_by_more_than_tolerance_names_the_first_mismatch() -> None:
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_value_off_by_more_than_tolerance_names_the_first_mismatch(chunk, monkeypatch) -> None:
+    # Compared a chunk at a time (7 elements: the two mismatches fall in different chunks).
+    if chunk:
+        monkeypatch.setattr(check, "COMPARE_CHUNK", chunk)
     torch.manual_seed(1)
     a, b = torch.randn(8, 16), torch.randn(3, 4, 5)
     wrong = b.clone()
