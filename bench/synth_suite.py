@@ -43,7 +43,7 @@ def evaluate(task: Path, args: argparse.Namespace, work: Path) -> dict:
         result = json.loads(done.stdout)
     except json.JSONDecodeError:
         message = done.stderr.strip().splitlines()
-        covered = "has no plan" not in done.stderr
+        covered = done.returncode != 3  # cuda-agent optimize: no candidate, no plan
         row.update(covered=covered, outcome="no_plan" if not covered else "error",
                    reason=" ".join(message[:3])[:400])
     else:

@@ -398,6 +398,9 @@ def load_candidate_model(workspace: str, kernel_lib: str, init: dict, init_seed:
     calls run under and the watch that checks the process after them; report gets
     "violations" (the guard's and the watch's), "library_ops" and "weights"."""
     guard = DispatchGuard()
+    # The device's context made first, so that the driver's own threads are already there when
+    # the watch takes its first look at the process's threads (watch.DRIVER_THREADS).
+    torch.empty(1, device=device)
     watch = Watch(device, guard.violations)  # before any candidate code runs
     report["violations"] = guard.violations
     report["library_ops"] = guard.library_ops

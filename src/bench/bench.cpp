@@ -168,6 +168,11 @@ report::TaskResult parse_episode(const std::string& task, const std::string& lev
     r.reward = -1;
     return r;
   }
+  if (output.started && output.exit_code == kEpisodeNoCandidate) {
+    r.outcome = "no_plan";
+    r.reason = output.error.empty() ? "the policy wrote no candidate" : output.error;
+    return r;
+  }
   if (!output.started || (output.exit_code != 0 && output.exit_code != 1) || !record.is_object() ||
       !record.contains("outcome")) {
     r.outcome = "error";

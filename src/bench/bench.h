@@ -132,7 +132,13 @@ class RayExecutor : public Executor {
   std::unique_ptr<Impl> impl_;
 };
 
-/// A task's result from its episode's output.
+/// The exit status of an episode (`cuda-agent optimize`) whose policy wrote no candidate: the
+/// synthesizer has no plan for the task's ops (cli/exit_status.h's kExitNoCandidate).
+constexpr int kEpisodeNoCandidate = 3;
+
+/// A task's result from its episode's output: its evaluation's outcome; "no_plan" where the
+/// policy wrote no candidate; "error" where the episode reached no verdict otherwise (it crashed,
+/// the device ran out of memory), which a resumed run tries again; "timeout".
 report::TaskResult parse_episode(const std::string& task, const std::string& level,
                                  const JobOutput& output);
 

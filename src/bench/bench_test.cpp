@@ -36,6 +36,10 @@ class FakeExecutor : public Executor {
       out.exit_code = 2;  // no result printed: an error, not a verdict
       return out;
     }
+    if (job.task.find("noplan") != std::string::npos) {
+      out.exit_code = kEpisodeNoCandidate;
+      return out;
+    }
     EvalResult e;
     e.id = 7;
     e.device_name = "Fake GPU";
@@ -155,13 +159,14 @@ TEST(Bench, AnInterruptedRunResumesWithTheTasksItLacksOnly) {
 }
 
 TEST(Bench, AnEpisodeThatEndedInAnErrorRunsAgainOnResume) {
-  Fixture f({"level1/001_a", "level1/002_crash", "level1/003_bad"});
+  Fixture f({"level1/001_a", "level1/002_crash", "level1/003_bad", "level1/004_noplan"});
   {
     FakeExecutor executor;
     BenchSummary summary;
     ASSERT_TRUE(run_bench(f.request, f.store.get(), &executor, &summary).ok());
-    ASSERT_EQ(summary.results.size(), 3u);
+    ASSERT_EQ(summary.results.size(), 4u);
     EXPECT_EQ(summary.results[1].outcome, "error");
+    EXPECT_EQ(summary.results[3].outcome, "no_plan");
   }
   FakeExecutor again;
   again.crash = false;  // whatever failed under it (the device's memory, say) is gone
@@ -170,9 +175,10 @@ TEST(Bench, AnEpisodeThatEndedInAnErrorRunsAgainOnResume) {
   resume.settings = {};
   BenchSummary summary;
   ASSERT_TRUE(run_bench(resume, f.store.get(), &again, &summary).ok());
-  // Only the error runs again: a verdict, pass or fail, stands.
+  // Only the error runs again: a verdict, pass or fail, stands, and so does a task the policy
+  // has no plan for.
   EXPECT_EQ(again.ran, std::vector<std::string>{"level1/002_crash"});
-  ASSERT_EQ(summary.results.size(), 3u);
+  ASSERT_EQ(summary.results.size(), 4u);
   EXPECT_EQ(summary.results[1].outcome, "pass");
   EXPECT_TRUE(summary.record["sessions"][1]["complete"].get<bool>());
 }
@@ -255,9 +261,17 @@ TEST(Bench, AnEpisodeWithoutVerdictOrPastItsLimitIsAFailureThatSaysWhy) {
   JobOutput error;
   error.started = true;
   error.exit_code = 2;
-  error.error = "the synthesizer has no plan for x";
+  error.error = "the task's Model failed: RuntimeError";
   report::TaskResult r = parse_episode("level3/x", "level3", error);
   EXPECT_EQ(r.outcome, "error");
+  EXPECT_FALSE(r.correct);
+  EXPECT_EQ(r.reason, "the task's Model failed: RuntimeError");
+  JobOutput no_plan;
+  no_plan.started = true;
+  no_plan.exit_code = kEpisodeNoCandidate;
+  no_plan.error = "the synthesizer has no plan for x";
+  r = parse_episode("level3/x", "level3", no_plan);
+  EXPECT_EQ(r.outcome, "no_plan");
   EXPECT_FALSE(r.correct);
   EXPECT_EQ(r.reason, "the synthesizer has no plan for x");
   JobOutput late;

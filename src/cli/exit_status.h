@@ -11,6 +11,9 @@ namespace cuda_agent {
 constexpr int kExitPass = 0;
 constexpr int kExitFail = 1;   // a verdict against: a failing candidate, a dropped task, ...
 constexpr int kExitError = 2;  // no verdict: bad arguments, a broken task, a missing tool
+// No verdict, and none to be had by running again: the policy wrote no candidate for the task
+// (the synthesizer has no plan for its ops). A bench records it as "no_plan".
+constexpr int kExitNoCandidate = 3;
 
 /// Prints the failure as one line on stderr and returns kExitError.
 inline int fail(const Status& s) {

@@ -349,8 +349,9 @@ int OptimizeCommand::run(const std::string& store_path) {
     break;
   }
   if (made.empty()) {
-    return fail(Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " +
-                                        join(refusals, "\n")));
+    fail(Status::InvalidArgument("the synthesizer has no plan for " + task.id + ": " +
+                                 join(refusals, "\n")));
+    return kExitNoCandidate;
   }
   note("synthesize: " + made);
 

@@ -18,9 +18,9 @@ struct TaskResult {
   std::string task;   // the suite's id: "level1/001_relu"
   int sample = -1;    // in a run of groups (rollouts): which of the task's episodes, from 0
   std::string level;  // "level1", or "" in a suite without levels
-  /// An evaluation's outcome ("pass", "mismatch", ...), or "error" when the policy reached no
-  /// verdict (no plan for the task, a task that does not run), or "timeout" when the task's
-  /// episode ran past its limit.
+  /// An evaluation's outcome ("pass", "mismatch", ...), or "no_plan" when the policy wrote no
+  /// candidate, "error" when the episode reached no verdict otherwise (a task that does not run,
+  /// a crash), or "timeout" when the task's episode ran past its limit.
   std::string outcome;
   bool correct = false;
   std::optional<int> reward;

@@ -458,7 +458,7 @@ def test_the_copy_kernel_moves_any_strided_layout(agent, tmp_path):
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
     result, _ = optimize(agent, task, tmp_path / "ws", "--shrink", "64")
-    assert result.returncode == 2
+    assert result.returncode == 3  # no candidate: nothing a retry would change
     assert "no plan" in result.stderr and "aten.matmul.default" in result.stderr
     assert not (tmp_path / "ws").exists()  # nothing laid out for nothing
 

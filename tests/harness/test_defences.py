@@ -392,6 +392,24 @@ def test_a_thread_runnable_at_both_ends_of_a_loaded_window_is_watched_until_it_s
     assert [v["rule"] for v in violations] == (["background_thread"] if working else [])
 
 
+@pytest.mark.parametrize("before_the_candidate", [True, False])
+def test_the_cuda_drivers_own_thread_is_not_the_candidates_work(monkeypatch,
+                                                               before_the_candidate) -> None:
+    # The driver's event handler may wake just after a call returns; a thread of that name that
+    # the candidate's code started is watched like any other.
+    violations: list = []
+    w = None if before_the_candidate else watch.Watch("cpu", violations)
+    tid = scripted_thread(monkeypatch, [(900_000, True)])  # 0.9 ms on a CPU after the return
+    monkeypatch.setattr(watch, "_thread_name",
+                        lambda t: "cuda-EvtHandlr" if t == tid else "python3")
+    w = w or watch.Watch("cpu", violations)
+    w._at_return = {tid: (1_000, True, False)}
+    w.check_threads_idle("after the call")
+    assert [v["rule"] for v in violations] == ([] if before_the_candidate
+                                                else ["background_thread"])
+    watch.pin_precision("fp32")
+
+
 PROFILED_CALL = """
 import os, sys, torch
 sys.path.insert(0, {harness!r})
