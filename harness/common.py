@@ -580,21 +580,17 @@ def _flat_bytes(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
 
 
-def _copy_through(source: torch.Tensor, target: torch.Tensor, stage: torch.Tensor) -> None:
-    """source's bytes (a flat uint8 device tensor) into target's (flat uint8, on the host), a
-    stage-full at a time."""
+def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
+    """tensor's values in a new contiguous host tensor, moved through stage (a uint8 buffer) a
+    stage-full of bytes at a time."""
+    source = _flat_bytes(tensor)
+    result = torch.empty(tensor.shape, dtype=tensor.dtype)
+    target = result.reshape(-1).view(torch.uint8)
     size, chunk = source.numel(), stage.numel()
     for start in range(0, size, chunk):
         length = min(chunk, size - start)
         stage[:length].copy_(source[start:start + length])
         target[start:start + length].copy_(stage[:length])
-
-
-def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
-    """tensor's values in a new contiguous host tensor, moved through stage (a uint8 buffer) a
-    stage-full of bytes at a time."""
-    result = torch.empty(tensor.shape, dtype=tensor.dtype)
-    _copy_through(_flat_bytes(tensor), result.reshape(-1).view(torch.uint8), stage)
     return result
 
 
