@@ -261,6 +261,9 @@ int run(int argc, char** argv) {
     std::cout << format_summary(result) << (explain ? format_checks(result) : "")
               << "  stored as evaluation " << result.id << " in " << store->path().string() << "\n";
   }
-  if (result.outcome == Outcome::kDegenerateTask) return kExitError;  // no verdict possible
+  // No verdict possible, or none reached.
+  if (result.outcome == Outcome::kDegenerateTask || result.outcome == Outcome::kInterrupted) {
+    return kExitError;
+  }
   return result.passed() ? kExitPass : kExitFail;
 }

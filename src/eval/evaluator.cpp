@@ -867,6 +867,14 @@ Status Evaluator::evaluate(const fs::path& workspace, EvalResult* r) {
   r->compile.data = compiled.to_json();
   r->compile.data.erase("log");
   r->compile.log = compiled.log;
+  if (!compiled.ok && interrupt_requested().load()) {
+    // The compiler was stopped with the evaluation: no compile error of the candidate's.
+    r->outcome = Outcome::kInterrupted;
+    r->reason = "interrupted during the compile";
+    r->compile.status = "interrupted";
+    r->compile.detail = r->reason;
+    return finish();
+  }
   if (!compiled.ok) {
     r->outcome = Outcome::kCompileError;
     r->reason = compiled.error;

@@ -2,9 +2,11 @@
 and every way a candidate can fail gives -1 with a reason a person can act on."""
 import json
 import shutil
+import signal
 import sqlite3
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,59 @@ def test_compile_error_names_the_file_and_the_error(agent, task, candidate):
     assert "scale_bias_relu.cpp" in r["reason"] and "zero" in r["reason"]
     assert r["stages"]["compile"]["log"].startswith("first error:")
     assert r["stages"]["verify"]["status"] == "skipped"
+
+
+def test_an_evaluation_interrupted_while_compiling_is_interrupted_not_a_compile_error(
+        agent, task, candidate):
+    # A bench stopped at its time limit interrupts the compiles under way: a compile error would
+    # be counted against the candidate (and exported as a reward of -1).
+    candidate.edit(candidate.kernel, "  return 0;\n}", "  return 0;\n}\n" + SLOW_TO_COMPILE)
+    process = subprocess.Popen(
+        [agent.binary, "--store", str(agent.store), "eval", "--device", "cpu", "--json",
+         "--cache-dir", str(agent.cache), "--task", str(task),
+         "--candidate", str(candidate.model_new), "--kernels", str(candidate.path / "kernels")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=agent.env)
+    deadline = time.time() + 60
+    while "cc1plus" not in descendants(process.pid) and time.time() < deadline:
+        time.sleep(0.05)
+    assert "cc1plus" in descendants(process.pid), "the compiler never started"
+    process.send_signal(signal.SIGINT)  # while g++ evaluates the constant (seconds)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 2, err
+    r = json.loads(out)
+    assert r["outcome"] == "interrupted" and r["stages"]["compile"]["status"] == "interrupted"
+
+
+def descendants(pid: int) -> set[str]:
+    """The command names of pid's descendant processes."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        name = stat_line[stat_line.index("(") + 1:stat_line.rindex(")")]
+        parents[int(entry.name)] = (int(stat_line[stat_line.rindex(")") + 2:].split()[1]), name)
+    names, frontier = set(), {pid}
+    while frontier:
+        children = {p for p, (ppid, _) in parents.items() if ppid in frontier}
+        names |= {parents[p][1] for p in children}
+        frontier = children
+    return names
+
+
+# Seconds of g++'s constant evaluation (loops of at most 2^18 iterations each, g++'s default).
+SLOW_TO_COMPILE = """
+constexpr long slow_constant() {
+  long sum = 0;
+  for (long i = 0; i < 100000; ++i)
+    for (long j = 0; j < 20000; ++j) sum += (i ^ j) & 7;
+  return sum;
+}
+static_assert(slow_constant() > 0, "");
+"""
 
 
 def test_segfault_is_a_crash_with_the_signal(agent, task, candidate):
