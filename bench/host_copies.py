@@ -1,9 +1,10 @@
 """What moving a full-size task's tensors costs on the device machine, per GiB: device to host into
 fresh and into touched memory, through a pinned staging buffer (what the harness's
 common.host_copy does); torch.save and torch.load back to the device, and a tensor written apart
-from its bundle into a file mapping (common.Spill) and mapped back, in /tmp and /dev/shm; the
-comparison of check.py with the candidate's output on the host and on the device. The evaluator
-moves tens of gigabytes per evaluation at full size, with the GPU locked.
+from its bundle (common.Spill, with write(); beside it, through a shared mapping of the file) and
+mapped back, in /tmp and /dev/shm; the comparison of check.py with the candidate's output on the
+host and on the device. The evaluator moves tens of gigabytes per evaluation at full size, with
+the GPU locked.
 
     python3 bench/host_copies.py [--gib 1]   # cuda only; writes host_copies.json
 """
@@ -76,7 +77,24 @@ def main() -> None:
         def spill() -> None:
             harness.save_bundle([harness.Spill(bundle)([device])], bundle)
 
-        measure(f"device -> raw file through the stage (Spill), {folder}", spill)
+        measure(f"device -> raw file through the stage, write() (Spill), {folder}", spill)
+
+        def through_mapping() -> None:
+            """What Spill did first: the stage copied into a shared mapping of the file."""
+            source = device.view(torch.uint8)
+            with open(path, "wb") as f:
+                f.truncate(source.numel())
+            target = torch.from_file(str(path), shared=True, size=source.numel(),
+                                     dtype=torch.uint8)
+            for start in range(0, source.numel(), stage.numel()):
+                length = min(stage.numel(), source.numel() - start)
+                stage[:length].copy_(source[start:start + length])
+                target[start:start + length].copy_(stage[:length])
+            del target
+            path.unlink()
+
+        measure(f"device -> raw file through the stage, shared mapping, {folder}",
+                through_mapping)
         measure(f"raw file (load_bundle, mapped) -> device, {folder}",
                 lambda: harness.load_bundle(bundle)[0][0].to("cuda"))
         os.remove(bundle)
