@@ -81,15 +81,13 @@ def compare_output(expected: Any, got: Any, atol: float, rtol: float,
 
     wide = torch.complex128 if expected.is_complex() else torch.float64
     numel = expected.numel()
-    want_flat, have_flat = expected.detach().reshape(-1), got.detach().reshape(-1)
     max_abs = max_rel = 0.0
     mismatched, first = 0, None
     # A chunk at a time: the float64 copies and the temporaries of the whole of a 2 GiB float16
     # output took 40 GiB of device memory, beside the reference's outputs kept there.
-    for start in range(0, numel, COMPARE_CHUNK):
-        # Moved, then widened: widening on the host first would move twice the bytes, slowly.
-        e = want_flat[start:start + COMPARE_CHUNK].to(device).to(wide)
-        g = have_flat[start:start + COMPARE_CHUNK].to(device).to(wide)
+    pairs = zip(*(_widened(t.detach().reshape(-1), wide, device, COMPARE_CHUNK)
+                  for t in (expected, got)))
+    for (start, e), (_, g) in pairs:
         diff, ok, relative = _compare_chunk(e, g, atol, rtol)
         max_abs = max(max_abs, float(diff.max()))
         max_rel = max(max_rel, relative)
@@ -111,6 +109,13 @@ def compare_output(expected: Any, got: Any, atol: float, rtol: float,
 
 # Elements compare_output compares at once (on the device, in float64).
 COMPARE_CHUNK = 1 << 26
+
+
+def _widened(flat: torch.Tensor, wide: torch.dtype, device: str, size: int):
+    """(offset, chunk) for each size elements of flat, the chunk moved to the device, then
+    widened to wide: widening on the host first would move twice the bytes, slowly."""
+    for start in range(0, flat.numel(), size):
+        yield start, flat[start:start + size].to(device).to(wide)
 
 
 def _compare_chunk(e: torch.Tensor, g: torch.Tensor, atol: float,
@@ -216,9 +221,8 @@ def _chunks(tensor: torch.Tensor, device: str):
     flat = tensor.detach()
     if flat.is_complex():
         flat = torch.view_as_real(flat)
-    flat = flat.reshape(-1)
-    for start in range(0, flat.numel(), CHUNK):
-        yield flat[start:start + CHUNK].to(device=device, dtype=torch.float64)
+    for _, chunk in _widened(flat.reshape(-1), torch.float64, device, CHUNK):
+        yield chunk
 
 
 def _finite(tensor: torch.Tensor, device: str) -> bool:

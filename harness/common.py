@@ -580,17 +580,23 @@ def _flat_bytes(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
 
 
-def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
-    """tensor's values in a new contiguous host tensor, moved through stage (a uint8 buffer) a
-    stage-full of bytes at a time."""
-    source = _flat_bytes(tensor)
-    result = torch.empty(tensor.shape, dtype=tensor.dtype)
-    target = result.reshape(-1).view(torch.uint8)
+def _through_stage(source: torch.Tensor, stage: torch.Tensor):
+    """(offset, the filled part of stage) for each stage-full of source's bytes (source: a flat
+    uint8 device tensor, stage: a pinned uint8 buffer), copied in before it is yielded."""
     size, chunk = source.numel(), stage.numel()
     for start in range(0, size, chunk):
         length = min(chunk, size - start)
         stage[:length].copy_(source[start:start + length])
-        target[start:start + length].copy_(stage[:length])
+        yield start, stage[:length]
+
+
+def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
+    """tensor's values in a new contiguous host tensor, moved through stage (a uint8 buffer) a
+    stage-full of bytes at a time."""
+    result = torch.empty(tensor.shape, dtype=tensor.dtype)
+    target = result.reshape(-1).view(torch.uint8)
+    for start, staged in _through_stage(_flat_bytes(tensor), stage):
+        target[start:start + staged.numel()].copy_(staged)
     return result
 
 
@@ -643,13 +649,8 @@ class Spill:
             if not _staged(tensor):
                 _write_all(f, memoryview(source.cpu().numpy()))
             else:
-                stage = _stage_buffer()
-                staged = memoryview(stage.numpy())
-                size, chunk = source.numel(), stage.numel()
-                for start in range(0, size, chunk):
-                    length = min(chunk, size - start)
-                    stage[:length].copy_(source[start:start + length])
-                    _write_all(f, staged[:length])
+                for _, staged in _through_stage(source, _stage_buffer()):
+                    _write_all(f, memoryview(staged.numpy()))
         return {RAW_KEY: name, "shape": list(tensor.shape), "dtype": dtype}
 
 
@@ -811,24 +812,27 @@ class TimedPlan:
     def weights(self, output: int, tensor: torch.Tensor) -> torch.Tensor:
         """Output j's weights in [-1, 1), one per element of fingerprint_view(tensor), in its
         dtype, from the secret."""
-        wide = fingerprint_dtype(tensor)
-        key = (output, tuple(tensor.shape), tensor.is_complex(), wide, str(tensor.device))
+        key = self._weight_key(output, tensor)
         if key not in self._weights:
             numel = tensor.numel() * (2 if tensor.is_complex() else 1)
             generator = torch.Generator(device=tensor.device)
             generator.manual_seed(self._weight_seed + output)
-            uniform = torch.empty(numel, dtype=wide, device=tensor.device)
+            uniform = torch.empty(numel, dtype=fingerprint_dtype(tensor), device=tensor.device)
             self._weights[key] = uniform.uniform_(-1, 1, generator=generator)
         return self._weights[key]
 
     def weight_magnitudes(self, output: int, tensor: torch.Tensor) -> tuple[torch.Tensor, float]:
         """|weights| of output j and their sum, for check.py's limits (kept like the weights)."""
-        key = ("magnitudes", output, tuple(tensor.shape), tensor.is_complex(),
-               fingerprint_dtype(tensor), str(tensor.device))
+        key = ("magnitudes", *self._weight_key(output, tensor))
         if key not in self._weights:
             magnitudes = self.weights(output, tensor).abs()
             self._weights[key] = (magnitudes, float(magnitudes.sum()))
         return self._weights[key]
+
+    @staticmethod
+    def _weight_key(output: int, tensor: torch.Tensor) -> tuple:
+        return (output, tuple(tensor.shape), tensor.is_complex(), fingerprint_dtype(tensor),
+                str(tensor.device))
 
     def positions(self, output: int, numel: int) -> torch.Tensor:
         """FINGERPRINT_SAMPLES element positions of an output, from the secret (on the CPU)."""
@@ -869,9 +873,3 @@ def fingerprint_view(tensor: torch.Tensor) -> torch.Tensor:
         tensor = torch.view_as_real(tensor)
     return tensor.reshape(-1).to(fingerprint_dtype(tensor))
 
-
-def as_float64(tensor: torch.Tensor) -> torch.Tensor:
-    tensor = tensor.detach()
-    if tensor.is_complex():
-        tensor = torch.view_as_real(tensor)
-    return tensor.to(torch.float64)
