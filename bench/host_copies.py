@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -29,15 +30,95 @@ bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 
-def best_of(repeats: int, fn) -> float:
+def best_of(repeats: int, fn, setup=None) -> float:
     best = float("inf")
     for _ in range(repeats):
+        if setup is not None:
+            setup()
         torch.cuda.synchronize()
         start = time.perf_counter()
         fn()
         torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    while data:
+        written = os.pwrite(fd, data, offset)
+        data, offset = data[written:], offset + written
+
+
+def threaded_write(device: torch.Tensor, path: str, stages: list, pool, truncate: bool = True):
+    """device's bytes into path through stages in turn, each stage's write on a pool thread (on
+    this one where pool is None) while the next stage fills."""
+    source = device.view(torch.uint8)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0)
+    fd = os.open(path, flags, 0o600)
+    pending = [None] * len(stages)
+    try:
+        chunk = stages[0].numel()
+        for i, start in enumerate(range(0, source.numel(), chunk)):
+            j = i % len(stages)
+            if pending[j] is not None:
+                pending[j].result()
+            length = min(chunk, source.numel() - start)
+            stages[j][:length].copy_(source[start:start + length])
+            data = memoryview(stages[j][:length].numpy())
+            if pool is None:
+                _pwrite_all(fd, data, start)
+            else:
+                pending[j] = pool.submit(_pwrite_all, fd, data, start)
+        for p in pending:
+            if p is not None:
+                p.result()
+    finally:
+        os.close(fd)
+
+
+def mapping_write(device: torch.Tensor, path: str, stage: torch.Tensor) -> None:
+    """device's bytes into path (made or kept at their size) through a shared mapping of it, a
+    stage-full at a time; torch's copy into the mapping runs on its intra-op threads."""
+    source = device.view(torch.uint8)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_size != source.numel():
+            os.ftruncate(fd, source.numel())
+    finally:
+        os.close(fd)
+    target = torch.from_file(path, shared=True, size=source.numel(), dtype=torch.uint8)
+    for start in range(0, source.numel(), stage.numel()):
+        length = min(stage.numel(), source.numel() - start)
+        stage[:length].copy_(source[start:start + length])
+        target[start:start + length].copy_(stage[:length])
+
+
+def threaded_read(path: str, numel: int, stages: list, pool) -> torch.Tensor:
+    """path's float32 values on the device, read into stages by pool threads in turn and moved."""
+    result = torch.empty(numel, device="cuda").view(torch.uint8)
+    fd = os.open(path, os.O_RDONLY)
+    chunk = stages[0].numel()
+    starts = list(range(0, result.numel(), chunk))
+
+    def read(i: int) -> int:
+        j = i % len(stages)
+        length = min(chunk, result.numel() - starts[i])
+        view = memoryview(stages[j][:length].numpy())
+        done = 0
+        while done < length:
+            done += os.preadv(fd, [view[done:]], starts[i] + done)
+        return length
+
+    try:
+        pending = {i: pool.submit(read, i) for i in range(min(len(stages), len(starts)))}
+        for i, start in enumerate(starts):
+            length = pending.pop(i).result()
+            result[start:start + length].copy_(stages[i % len(stages)][:length])
+            if i + len(stages) < len(starts):
+                pending[i + len(stages)] = pool.submit(read, i + len(stages))
+    finally:
+        os.close(fd)
+    return result
 
 
 def main() -> None:
@@ -55,8 +136,8 @@ def main() -> None:
     stage = torch.empty(harness.STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
     rows: list[tuple[str, float]] = []
 
-    def measure(label: str, fn, repeats: int = args.repeats) -> None:
-        rows.append((label, best_of(repeats, fn) / args.gib))
+    def measure(label: str, fn, repeats: int = args.repeats, setup=None) -> None:
+        rows.append((label, best_of(repeats, fn, setup) / args.gib))
 
     measure("device -> fresh host memory (.cpu())", lambda: device.cpu())
     measure("device -> touched host memory", lambda: touched.copy_(device))
@@ -77,7 +158,8 @@ def main() -> None:
         def spill() -> None:
             harness.save_bundle([harness.Spill(bundle)([device])], bundle)
 
-        measure(f"device -> raw file through the stage, write() (Spill), {folder}", spill)
+        measure(f"device -> raw file through the stage, write() (Spill), {folder}", spill,
+                setup=lambda: shutil.rmtree(harness.raw_folder(bundle), ignore_errors=True))
 
         def through_mapping() -> None:
             """What Spill did first: the stage copied into a shared mapping of the file."""
@@ -97,6 +179,33 @@ def main() -> None:
                 through_mapping)
         measure(f"raw file (load_bundle, mapped) -> device, {folder}",
                 lambda: harness.load_bundle(bundle)[0][0].to("cuda"))
+        raw = harness.raw_folder(bundle) + "/0.raw"
+        for threads in (2, 4, 8):
+            stages = [torch.empty(harness.STAGE_BYTES, dtype=torch.uint8, pin_memory=True)
+                      for _ in range(threads)]
+            with ThreadPoolExecutor(threads) as pool:
+                measure(f"device -> raw file, {threads} stages and threads, pwrite(), {folder}",
+                        lambda: threaded_write(device, str(path), stages, pool),
+                        setup=lambda: path.unlink(missing_ok=True))
+                measure(f"device -> existing raw file, {threads} stages and threads, {folder}",
+                        lambda: threaded_write(device, raw, stages, pool, truncate=False))
+                measure(f"raw file -> device, {threads} stages and threads, pread(), {folder}",
+                        lambda: threaded_read(raw, device.numel(), stages, pool))
+        measure(f"device -> existing raw file, one stage, write(), {folder}",
+                lambda: threaded_write(device, raw, [stage], None, truncate=False))
+        for threads in (1, 4, torch.get_num_threads()):
+            def mapped(existing: bool, threads: int = threads) -> None:
+                before = torch.get_num_threads()
+                torch.set_num_threads(threads)
+                try:
+                    mapping_write(device, raw if existing else str(path), stage)
+                finally:
+                    torch.set_num_threads(before)
+            measure(f"device -> raw file, shared mapping, {threads} copy threads, {folder}",
+                    lambda: mapped(False), setup=lambda: path.unlink(missing_ok=True))
+            measure(f"device -> existing raw file, shared mapping, {threads} copy threads, "
+                    f"{folder}", lambda: mapped(True))
+        path.unlink(missing_ok=True)
         os.remove(bundle)
         shutil.rmtree(harness.raw_folder(bundle))
     measure("check.compare_output, candidate's output on the host",

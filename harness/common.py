@@ -604,9 +604,11 @@ def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
 
 # A tensor at least this large leaves its bundle for a file of its own, written as soon as it
 # exists straight from the pinned staging buffer (no host copy of its own, no pickling), and
-# mapped by the reader. Writing through a shared mapping of the file instead cost 0.74 s a GiB
-# on the GPU machine's ext4 /tmp (a fault and a block allocation per page), where torch.save's
-# writes took 0.51; in its tmpfs (/dev/shm) 0.24 and 0.28 (bench/host_copies.py).
+# mapped by the reader. In a tmpfs (/dev/shm) it is copied into a shared mapping of the file,
+# which torch's copy fills on all its threads (0.24 s a GiB on the GPU machine, where torch.save
+# took 0.28); elsewhere written with write(): a mapping of the GPU machine's ext4 /tmp cost 0.74
+# s a GiB (a fault and a block allocation per page), torch.save's writes 0.51
+# (bench/host_copies.py).
 RAW_MIN_BYTES = 16 << 20
 RAW_KEY = "raw_tensor"
 # The dtypes a raw file may hold, by the names it is written under.
@@ -630,6 +632,7 @@ class Spill:
     def __init__(self, bundle: str) -> None:
         self.folder = raw_folder(os.path.abspath(bundle))
         self.count = 0
+        self.mapped = filesystem_type(os.path.dirname(self.folder)) == "tmpfs"
 
     def __call__(self, values: list) -> list:
         return [self.one(v) if isinstance(v, torch.Tensor) else v for v in values]
@@ -645,13 +648,50 @@ class Spill:
         self.count += 1
         path = os.path.join(self.folder, name)
         source = _flat_bytes(tensor)
-        with open(path, "wb", buffering=0) as f:
-            if not _staged(tensor):
-                _write_all(f, memoryview(source.cpu().numpy()))
-            else:
-                for _, staged in _through_stage(source, _stage_buffer()):
-                    _write_all(f, memoryview(staged.numpy()))
+        if self.mapped:
+            _write_mapped(source, path, _staged(tensor))
+        else:
+            with open(path, "wb", buffering=0) as f:
+                if not _staged(tensor):
+                    _write_all(f, memoryview(source.cpu().numpy()))
+                else:
+                    for _, staged in _through_stage(source, _stage_buffer()):
+                        _write_all(f, memoryview(staged.numpy()))
         return {RAW_KEY: name, "shape": list(tensor.shape), "dtype": dtype}
+
+
+def _write_mapped(source: torch.Tensor, path: str, staged: bool) -> None:
+    """source's bytes (a flat uint8 tensor) into a new file at path through a shared mapping."""
+    with open(path, "wb") as f:
+        f.truncate(source.numel())
+    target = torch.from_file(path, shared=True, size=source.numel(), dtype=torch.uint8)
+    if not staged:
+        target.copy_(source)
+        return
+    for start, chunk in _through_stage(source, _stage_buffer()):
+        target[start:start + chunk.numel()].copy_(chunk)
+
+
+def filesystem_type(path: str, mounts: str = "/proc/self/mounts") -> str:
+    """The type of the file system holding path (its longest mount point in mounts), or ""
+    where that cannot be read."""
+    path = os.path.realpath(path)
+    best, kind = "", ""
+    try:
+        with open(mounts) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        # Spaces and other odd bytes in a mount point are written as octal escapes (\040).
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
 
 
 def _write_all(f: Any, data: memoryview) -> None:

@@ -218,10 +218,14 @@ def test_bundles_are_written_without_checksums_and_read_back_whole(tmp_path) -> 
     assert back[2] == 3
 
 
-def test_large_tensors_are_written_apart_and_mapped_back(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("filesystem", ["tmpfs", "ext4"])  # written through a mapping, write()
+def test_large_tensors_are_written_apart_and_mapped_back(tmp_path, monkeypatch,
+                                                         filesystem) -> None:
     monkeypatch.setattr(common, "RAW_MIN_BYTES", 64)
+    monkeypatch.setattr(common, "filesystem_type", lambda path: filesystem)
     bundle = str(tmp_path / "candidate_out.pt")
     spill = common.Spill(bundle)
+    assert spill.mapped == (filesystem == "tmpfs")
     big = torch.randn(8, 16)
     values = [big, big.t(), torch.randn(4, 4, dtype=torch.complex64), torch.rand(100) > 0.5,
               torch.randn(64).to(torch.bfloat16), torch.ones(3), 7]
@@ -236,6 +240,26 @@ def test_large_tensors_are_written_apart_and_mapped_back(tmp_path, monkeypatch) 
         assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
     assert back[1].is_contiguous()  # written in order, whatever the layout it had
     assert back[6] == 7
+
+
+def test_the_file_system_of_a_path_is_that_of_its_longest_mount_point(tmp_path) -> None:
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        "/dev/vda / ext4 rw,relatime 0 0\n"
+        "tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0\n"
+        "tmpfs /dev/shm/run\\040folder tmpfs rw 0 0\n"
+        "/dev/vdb /dev/shm/run\\040folder/disk xfs rw 0 0\n"
+        "overlay /data overlay rw 0 0\n"
+        "tmpfs /data tmpfs rw 0 0\n")  # mounted over the overlay: the later one is seen
+    def kind(path: str) -> str:
+        return common.filesystem_type(path, str(mounts))
+
+    assert kind("/dev/shm/cuda-agent-tmp/run") == "tmpfs"
+    assert kind("/dev/shmem") == "ext4" and kind("/tmp") == "ext4" and kind("/") == "ext4"
+    assert kind("/dev/shm/run folder/disk/x") == "xfs"
+    assert kind("/dev/shm/run folder/x") == "tmpfs"
+    assert kind("/data/x") == "tmpfs"
+    assert common.filesystem_type("/tmp", str(tmp_path / "missing")) == ""
 
 
 @pytest.mark.parametrize("tamper, why", [
