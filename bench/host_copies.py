@@ -1,9 +1,11 @@
 """What moving a full-size task's tensors costs on the device machine, per GiB: device to host into
 fresh and into touched memory, through a pinned staging buffer (what the harness's
 common.host_copy does); torch.save and torch.load back to the device, and a tensor written apart
-from its bundle (common.Spill, with write(); beside it, through a shared mapping of the file) and
-mapped back, in /tmp and /dev/shm; the comparison of check.py with the candidate's output on the
-host and on the device. The evaluator moves tens of gigabytes per evaluation at full size, with
+from its bundle (common.Spill: write(), or a shared mapping of the file in a tmpfs; beside them
+pwrite() from several stages on threads, and either into a file that exists already) and mapped
+back (to the device by the driver, or through the pinned stage: common.upload; beside them
+pread() on threads), in /tmp and /dev/shm; the comparison of check.py with the candidate's
+output on the host and on the device. The evaluator moves tens of gigabytes per evaluation at full size, with
 the GPU locked.
 
     python3 bench/host_copies.py [--gib 1]   # cuda only; writes host_copies.json
@@ -179,6 +181,8 @@ def main() -> None:
                 through_mapping)
         measure(f"raw file (load_bundle, mapped) -> device, {folder}",
                 lambda: harness.load_bundle(bundle)[0][0].to("cuda"))
+        measure(f"raw file (load_bundle, mapped) -> device through the stage (upload), "
+                f"{folder}", lambda: harness.upload(harness.load_bundle(bundle)[0][0], "cuda"))
         raw = harness.raw_folder(bundle) + "/0.raw"
         for threads in (2, 4, 8):
             stages = [torch.empty(harness.STAGE_BYTES, dtype=torch.uint8, pin_memory=True)

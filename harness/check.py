@@ -115,7 +115,7 @@ def _widened(flat: torch.Tensor, wide: torch.dtype, device: str, size: int):
     """(offset, chunk) for each size elements of flat, the chunk moved to the device, then
     widened to wide: widening on the host first would move twice the bytes, slowly."""
     for start in range(0, flat.numel(), size):
-        yield start, flat[start:start + size].to(device).to(wide)
+        yield start, common.upload(flat[start:start + size], device).to(wide)
 
 
 def _compare_chunk(e: torch.Tensor, g: torch.Tensor, atol: float,

@@ -242,6 +242,20 @@ def test_large_tensors_are_written_apart_and_mapped_back(tmp_path, monkeypatch,
     assert back[6] == 7
 
 
+@pytest.mark.parametrize("value", [
+    torch.randn(1000), torch.randn(7, 9, dtype=torch.float64).t().contiguous(),
+    torch.rand(333) > 0.5, torch.randn(50, dtype=torch.complex64), torch.randn(0),
+    torch.randn(64).to(torch.bfloat16)])
+def test_a_host_tensor_moved_through_the_stage_arrives_whole(value) -> None:
+    stage = torch.empty(24, dtype=torch.uint8)  # stage-fulls and a part one at the end
+    moved = common.staged_upload(value, stage, "cpu")
+    assert moved.dtype == value.dtype and moved.shape == value.shape
+    assert torch.equal(moved, value)
+    assert value.numel() == 0 or moved.data_ptr() != value.data_ptr()
+    # Where nothing is staged (the cpu device), upload is the tensor's own .to().
+    assert common.upload(value, "cpu") is value
+
+
 def test_the_file_system_of_a_path_is_that_of_its_longest_mount_point(tmp_path) -> None:
     mounts = tmp_path / "mounts"
     mounts.write_text(
