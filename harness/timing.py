@@ -222,16 +222,17 @@ class _WarmGraph(torch.nn.Module):
 
 
 def warm_inductor() -> bool:
-    """Inductor's compile workers started and a small graph (a pointwise kernel and a reduction)
-    lowered and compiled for the device, never run: Triton's and the code generators' imports
-    and first compiles happen here. Nothing reaches the device but an allocation. False, and no
-    harm done, where any of it fails: the task's compile then pays for it as before."""
+    """Inductor's compile workers starting (in the background: waiting for them took 13 s on
+    the GPU machine, and this runs before the process is ready for its release) and a small
+    graph (a pointwise kernel and a reduction) lowered and compiled for the device in this
+    process, never run: Triton's and the code generators' imports and first compiles happen
+    here. Nothing reaches the device but an allocation. False, and no harm done, where any of it
+    fails: the task's compile then pays for it as before."""
     try:
-        from torch._inductor.async_compile import AsyncCompile, maybe_warm_pool
+        from torch._inductor.async_compile import maybe_warm_pool
         from torch._inductor.compile_fx import compile_fx
 
         maybe_warm_pool()
-        AsyncCompile.wait_pool_ready()
         graph = torch.fx.symbolic_trace(_WarmGraph())
         compile_fx(graph, [torch.empty(64, 128, device="cuda")])
         return True
