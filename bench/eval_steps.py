@@ -37,7 +37,7 @@ def main() -> None:
         for process in record.get("sandbox", {}).get("processes", []):
             phases = process.get("phases") or {}
             script = process.get("script", "?")
-            for name in ("startup_s", "before_release_s", "work_s"):
+            for name in ("startup_s", "before_release_s", "while_waiting_s", "work_s"):
                 if name in phases:
                     steps[(script, name.removesuffix("_s"))].append(phases[name])
             for name, value in (phases.get("steps") or {}).items():

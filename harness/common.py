@@ -96,11 +96,15 @@ def _wait_for_file(path: str) -> str:
         return f.read().strip()
 
 
-def wait_for_release(gate: str) -> None:
-    """Blocks until the evaluator writes the gate file. The script has imported torch and set up
-    the device by then, so that start-up overlaps the step before it; nothing of the task's or
-    the candidate's has been loaded yet. GATE.waiting says the start-up is over."""
+def announce_waiting(gate: str) -> None:
+    """GATE.waiting: the start-up is over (torch imported, the device set up), so that it
+    overlaps the step before this one; nothing of the task's or the candidate's is loaded yet.
+    The evaluator runs candidate code only once every step of the evaluation has said so."""
     write_text_atomic(f"{gate}.waiting", "waiting")
+
+
+def wait_for_release(gate: str) -> None:
+    """Blocks until the evaluator writes the gate file."""
     word = _wait_for_file(gate)
     if word != "go":
         raise Failure(f"the evaluator ended this step before it began ({word})", kind="aborted")
@@ -169,11 +173,14 @@ def collect_garbage_again() -> None:
 
 
 def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None],
-               before_release: Callable[[Any], None] | None = None) -> int:
+               before_release: Callable[[Any], None] | None = None,
+               while_waiting: Callable[[Any], None] | None = None) -> int:
     """Parses arguments, runs main(args, report), writes the report whatever happens, and ends
     the process (returning only for --help and a missing --report). before_release(args), where
-    given, runs with the start-up, before a gated script waits for its release: imports of its
-    own, nothing of the task's or the candidate's."""
+    given, runs with the start-up, before a gated script says it is waiting: imports of its own,
+    nothing of the task's or the candidate's. while_waiting(args) runs after that, before the
+    wait for the release: work the evaluator need not wait for before candidate code runs
+    elsewhere, only before this step's own work begins."""
     argv = sys.argv[1:]
     if "-h" in argv or "--help" in argv:
         parser.print_help()
@@ -205,6 +212,12 @@ def run_script(parser: argparse.ArgumentParser, main: Callable[[Any, dict], None
             mark = time.perf_counter()
             before_release(args)
             phases["before_release_s"] = round(time.perf_counter() - mark, 3)
+        if args.wait_for:
+            announce_waiting(args.wait_for)
+        if while_waiting is not None:
+            mark = time.perf_counter()
+            while_waiting(args)
+            phases["while_waiting_s"] = round(time.perf_counter() - mark, 3)
         if args.wait_for:
             mark = time.perf_counter()
             wait_for_release(args.wait_for)

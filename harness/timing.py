@@ -205,15 +205,20 @@ def main(args: Any, report: dict) -> None:
 
 
 def before_release(args: Any) -> None:
-    """torch.compile's own modules (dynamo and inductor: seconds to import) loaded while the
-    process waits for its release, and on cuda inductor's other one-time costs paid, so that
-    the compile of the task's graph inside the warm-up is all that is left for the locked
-    device's time."""
+    """torch.compile's own modules (dynamo and inductor: seconds to import) loaded with the
+    start-up, so that the compile of the task's graph inside the warm-up is what is left for the
+    locked device's time."""
     if args.impl == "compile":
         import torch._dynamo  # noqa: F401
         import torch._inductor.compile_fx  # noqa: F401
-        if args.device == "cuda":
-            warm_inductor()
+
+
+def while_waiting(args: Any) -> None:
+    """On cuda, inductor's other one-time costs, paid after the start-up (the evaluator, holding
+    the device, waits for every step's start-up before candidate code runs) and before the
+    release, which comes after the candidate's verification and eager's timing."""
+    if args.impl == "compile" and args.device == "cuda":
+        warm_inductor()
 
 
 class _WarmGraph(torch.nn.Module):
@@ -223,11 +228,11 @@ class _WarmGraph(torch.nn.Module):
 
 def warm_inductor() -> bool:
     """Inductor's compile workers starting (in the background: waiting for them took 13 s on
-    the GPU machine, and this runs before the process is ready for its release) and a small
-    graph (a pointwise kernel and a reduction) lowered and compiled for the device in this
-    process, never run: Triton's and the code generators' imports and first compiles happen
-    here. Nothing reaches the device but an allocation. False, and no harm done, where any of it
-    fails: the task's compile then pays for it as before."""
+    the GPU machine, longer than the release may take to come) and a small graph (a pointwise
+    kernel and a reduction) lowered and compiled for the device in this process, never run:
+    Triton's and the code generators' imports and first compiles happen here. Nothing reaches
+    the device but an allocation. False, and no harm done, where any of it fails: the task's
+    compile then pays for it as before."""
     try:
         from torch._inductor.async_compile import maybe_warm_pool
         from torch._inductor.compile_fx import compile_fx
@@ -241,4 +246,4 @@ def warm_inductor() -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_script(make_parser(), main, before_release))
+    sys.exit(common.run_script(make_parser(), main, before_release, while_waiting))

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -428,3 +429,47 @@ def test_a_cpu_compile_takes_the_vector_instruction_sets_inductor_would_probe_fo
     assert harness_isa == torch_isa
     if torch_isa.strip():  # a CPU with a vector ISA: inductor did probe for it
         assert int(torch_probes) > 0
+
+
+GATED = """
+import os, sys
+sys.path.insert(0, sys.argv.pop(1))
+import common
+
+def while_waiting(args):
+    # Runs after the start-up is announced, and before the release: the test opens the gate
+    # only once this file exists.
+    common.write_text_atomic(args.wait_for + ".warm",
+                             str(os.path.exists(args.wait_for + ".waiting")))
+
+def main(args, report):
+    with open(args.wait_for) as f:
+        report["released"] = f.read()
+
+sys.exit(common.run_script(common.make_parser("gated"), main, None, while_waiting))
+"""
+
+
+def test_work_while_waiting_comes_after_the_start_up_is_announced_and_before_the_release(
+        tmp_path: Path) -> None:
+    # The evaluator waits for every step's GATE.waiting, holding the device, before candidate
+    # code runs: what a step does after announcing it (torch.compile's warm-up on cuda) is off
+    # that wait, and still done before the step's own work.
+    script, gate, report = tmp_path / "gated.py", tmp_path / "gate", tmp_path / "report.json"
+    script.write_text(GATED)
+    process = subprocess.Popen([sys.executable, str(script), str(HARNESS), "--device", "cpu",
+                                "--wait-for", str(gate), "--report", str(report)])
+    try:
+        warm = Path(f"{gate}.warm")
+        deadline = time.monotonic() + 120
+        while not warm.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert warm.read_text() == "True"  # GATE.waiting was there when while_waiting ran
+        assert not report.exists()  # and the step waits for its release after it
+        common.write_text_atomic(str(gate), "go")
+        assert process.wait(timeout=120) == 0
+    finally:
+        process.kill()
+    result = json.loads(report.read_text())
+    assert result["ok"] and result["released"] == "go", result
+    assert result["phases"]["while_waiting_s"] >= 0 and "waited_s" in result["phases"]
