@@ -2,10 +2,10 @@
 # `cuda-agent bench` over a suite with the synthesizer on the GPU machine, one device call at a
 # time: the run store travels in .device/state/ so that a run cut at the call's limit resumes in
 # the next call (copy $OUT/state/store.sqlite back into .device/state/ and carry .device again).
-# Leaves in $OUT the tables (bench.txt, with where the device's time went), the progress lines,
-# `report --json`, the store (state/) and one extras.tgz (the HTML report, eval_steps.json, the
-# GPU's name, every episode's log, the machine's memory and load every 5 s): five files, as the
-# device tool brings back eight at most.
+# Leaves three files in $OUT, as the device tool brings back eight at most (a call that leaves
+# more may lose the store): the tables (bench.txt, with where the device's time went), the store
+# (state/store.sqlite) and extras.tgz (the progress lines, `report --json`, the HTML report,
+# eval_steps.json, the GPU's name, every episode's log, the machine's memory and load every 5 s).
 #   SUITE=builtin FILTER='level1/* level2/00?_*' JOBS=6 LIMIT=540 bash bench/suite_bench.sh
 # (FILTER: globs separated by spaces, quoted so that the shell here leaves them alone).
 set -u
@@ -41,10 +41,10 @@ done) > "$extras/system.txt" &
 sampler=$!
 # SIGINT at the limit: the bench stops its episodes and keeps every result it has.
 timeout -s INT -k 30 "${LIMIT:-540}" "$bin" --store "$store" bench "${run[@]}" --jobs "${JOBS:-6}" \
-  --html "$extras/report.html" > "$out/bench.txt" 2> "$out/progress.txt"
+  --html "$extras/report.html" > "$out/bench.txt" 2> "$extras/progress.txt"
 echo "bench: exit $?"
 kill $sampler 2>/dev/null
-"$bin" --store "$store" report b1 --json > "$out/report.json"
+"$bin" --store "$store" report b1 --json > "$extras/report.json"
 "$bin" --store "$store" report b1 --html "$extras/report.html" >> "$out/bench.txt"
 # Where the device's time went: the harness processes' steps over every evaluation of the run.
 python3 bench/eval_steps.py "$store" --json "$extras/eval_steps.json" >> "$out/bench.txt"
@@ -52,5 +52,10 @@ cp "$store" "$out/state/store.sqlite"
 # Each episode's progress lines, for a task that took long or failed.
 cp -r "${XDG_CACHE_HOME:-$HOME/.cache}/cuda-agent/bench" "$extras/episodes" 2>/dev/null
 tar czf "$out/extras.tgz" -C "$extras" . 2>/dev/null
-tail -5 "$out/progress.txt"
+tail -5 "$extras/progress.txt"
 cat "$out/bench.txt"
+files=$(find "$out" -type f | wc -l)
+if [ "$files" -gt 8 ]; then
+  echo "suite_bench: $out holds $files files and the device tool brings back eight: the store" \
+       "may be left behind" >&2
+fi
