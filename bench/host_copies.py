@@ -1,12 +1,12 @@
 """What moving a full-size task's tensors costs on the device machine, per GiB: device to host into
-fresh and into touched memory, through a pinned staging buffer (what the harness's
-common.host_copy does); torch.save and torch.load back to the device, and a tensor written apart
-from its bundle (common.Spill: write(), or a shared mapping of the file in a tmpfs; beside them
-pwrite() from several stages on threads, and either into a file that exists already) and mapped
-back (to the device by the driver, or through the pinned stage: common.upload; beside them
-pread() on threads), in /tmp and /dev/shm; the comparison of check.py with the candidate's
-output on the host and on the device. The evaluator moves tens of gigabytes per evaluation at full size, with
-the GPU locked.
+fresh and into touched memory, through a pinned staging buffer (what the harness's common.host_copy
+does); torch.save and torch.load back to the device, and a tensor written apart from its bundle
+(common.Spill: write(), or in a tmpfs the file's pages allocated and a shared mapping of it; beside
+them pwrite() from several stages on threads, and either into a file that exists already) and mapped
+back (to the device by the driver, or through the pinned stage: common.upload; beside them pread()
+on threads), in /tmp and /dev/shm; the comparison of check.py with the candidate's output on the
+host and on the device. The evaluator moves tens of gigabytes per evaluation at full size, with the
+GPU locked.
 
     python3 bench/host_copies.py [--gib 1]   # cuda only; writes host_copies.json
 """
@@ -160,7 +160,8 @@ def main() -> None:
         def spill() -> None:
             harness.save_bundle([harness.Spill(bundle)([device])], bundle)
 
-        measure(f"device -> raw file through the stage, write() (Spill), {folder}", spill,
+        measure(f"device -> raw file through the stage (Spill: the pages allocated, then a "
+                f"mapping, in a tmpfs; write() elsewhere), {folder}", spill,
                 setup=lambda: shutil.rmtree(harness.raw_folder(bundle), ignore_errors=True))
 
         def through_mapping() -> None:

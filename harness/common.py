@@ -517,15 +517,19 @@ def save_bundle(value: Any, path: str) -> None:
     except (OSError, RuntimeError) as error:
         # A full filesystem shows as a serializer error ("unexpected pos ..."): say how much room
         # there was, and where the run folders go.
-        folder = os.path.dirname(os.path.abspath(path))
-        free = shutil.disk_usage(folder).free / (1 << 30)
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        raise Failure(f"writing {os.path.basename(path)} failed with {free:.1f} GiB free in "
-                      f"{folder} (the evaluator's run folders go in $TMPDIR, /tmp by default; a "
-                      f"full-size evaluation writes tens of gigabytes there): "
-                      f"{type(error).__name__}: {str(error).strip()[:300]}") from error
+        raise _write_failed(path, error) from error
     os.replace(tmp, path)
+
+
+def _write_failed(path: str, error: BaseException) -> "Failure":
+    folder = os.path.dirname(os.path.abspath(path))
+    free = shutil.disk_usage(folder).free / (1 << 30)
+    return Failure(f"writing {os.path.basename(path)} failed with {free:.1f} GiB free in "
+                   f"{folder} (the evaluator's run folders go in $TMPDIR, /tmp by default; a "
+                   f"full-size evaluation writes tens of gigabytes there): "
+                   f"{type(error).__name__}: {str(error).strip()[:300]}")
 
 
 def identical(original: Any, after: Any) -> bool:
@@ -644,11 +648,11 @@ def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
 
 # A tensor at least this large leaves its bundle for a file of its own, written as soon as it
 # exists straight from the pinned staging buffer (no host copy of its own, no pickling), and
-# mapped by the reader. In a tmpfs (/dev/shm) it is copied into a shared mapping of the file,
-# which torch's copy fills on all its threads (0.24 s a GiB on the GPU machine, where torch.save
-# took 0.28); elsewhere written with write(): a mapping of the GPU machine's ext4 /tmp cost 0.74
-# s a GiB (a fault and a block allocation per page), torch.save's writes 0.51
-# (bench/host_copies.py).
+# mapped by the reader. In a tmpfs (/dev/shm) the file's pages are allocated, then torch's copy
+# fills a shared mapping of it on all its threads (into pages that exist, 0.084 s a GiB on the
+# GPU machine; into new ones 0.26, as write()); elsewhere it is written with write(): a mapping
+# of the GPU machine's ext4 /tmp cost 0.66-0.76 s a GiB (a fault and a block allocation per
+# page), write() 0.28 (bench/host_copies.py).
 RAW_MIN_BYTES = 16 << 20
 RAW_KEY = "raw_tensor"
 # The dtypes a raw file may hold, by the names it is written under.
@@ -688,22 +692,31 @@ class Spill:
         self.count += 1
         path = os.path.join(self.folder, name)
         source = _flat_bytes(tensor)
-        if self.mapped:
-            _write_mapped(source, path, _staged(tensor))
-        else:
-            with open(path, "wb", buffering=0) as f:
-                if not _staged(tensor):
-                    _write_all(f, memoryview(source.cpu().numpy()))
-                else:
-                    for _, staged in _through_stage(source, _stage_buffer()):
-                        _write_all(f, memoryview(staged.numpy()))
+        try:
+            if self.mapped:
+                _write_mapped(source, path, _staged(tensor))
+            else:
+                with open(path, "wb", buffering=0) as f:
+                    if not _staged(tensor):
+                        _write_all(f, memoryview(source.cpu().numpy()))
+                    else:
+                        for _, staged in _through_stage(source, _stage_buffer()):
+                            _write_all(f, memoryview(staged.numpy()))
+        except OSError as error:
+            raise _write_failed(path, error) from error
         return {RAW_KEY: name, "shape": list(tensor.shape), "dtype": dtype}
 
 
 def _write_mapped(source: torch.Tensor, path: str, staged: bool) -> None:
-    """source's bytes (a flat uint8 tensor) into a new file at path through a shared mapping."""
-    with open(path, "wb") as f:
-        f.truncate(source.numel())
+    """source's bytes (a flat uint8 tensor) into a new file at path through a shared mapping.
+    The file's pages are allocated first: a tmpfs without room for them then says so here
+    (ENOSPC), where a store through the mapping would kill the process with SIGBUS."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        if source.numel():
+            os.posix_fallocate(fd, 0, source.numel())
+    finally:
+        os.close(fd)
     target = torch.from_file(path, shared=True, size=source.numel(), dtype=torch.uint8)
     if not staged:
         target.copy_(source)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -299,6 +300,27 @@ def test_a_raw_tensor_marker_that_spill_could_not_have_written_is_refused(tmp_pa
     with pytest.raises(common.Failure) as raised:
         check.read_candidate_bundle(bundle)
     assert raised.value.kind == "candidate_output"
+
+
+@pytest.mark.parametrize("filesystem", ["tmpfs", "ext4"])
+def test_a_raw_tensor_that_finds_no_room_says_how_much_there_was(tmp_path, monkeypatch,
+                                                                  filesystem) -> None:
+    # In a tmpfs the file's pages are allocated before the copy into its mapping: a full one is
+    # an error here, not a SIGBUS that kills the process in the middle of the copy.
+    import errno
+
+    def no_room(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(common, "RAW_MIN_BYTES", 64)
+    monkeypatch.setattr(common, "filesystem_type", lambda path: filesystem)
+    monkeypatch.setattr(os, "posix_fallocate", no_room)
+    monkeypatch.setattr(common, "_write_all", no_room)
+    with pytest.raises(common.Failure) as raised:
+        common.Spill(str(tmp_path / "candidate_out.pt")).one(torch.randn(64, 64))
+    message = str(raised.value)
+    assert "0.raw failed with" in message and "GiB free in" in message
+    assert "No space left" in message
 
 
 def test_a_bundle_that_cannot_be_written_says_how_much_room_there_was(tmp_path, monkeypatch):
