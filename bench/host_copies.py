@@ -89,10 +89,7 @@ def mapping_write(device: torch.Tensor, path: str, stage: torch.Tensor) -> None:
     finally:
         os.close(fd)
     target = torch.from_file(path, shared=True, size=source.numel(), dtype=torch.uint8)
-    for start in range(0, source.numel(), stage.numel()):
-        length = min(stage.numel(), source.numel() - start)
-        stage[:length].copy_(source[start:start + length])
-        target[start:start + length].copy_(stage[:length])
+    harness.copy_through(source, target, stage)
 
 
 def threaded_read(path: str, numel: int, stages: list, pool) -> torch.Tensor:
@@ -163,23 +160,6 @@ def main() -> None:
         measure(f"device -> raw file through the stage (Spill: the pages allocated, then a "
                 f"mapping, in a tmpfs; write() elsewhere), {folder}", spill,
                 setup=lambda: shutil.rmtree(harness.raw_folder(bundle), ignore_errors=True))
-
-        def through_mapping() -> None:
-            """What Spill did first: the stage copied into a shared mapping of the file."""
-            source = device.view(torch.uint8)
-            with open(path, "wb") as f:
-                f.truncate(source.numel())
-            target = torch.from_file(str(path), shared=True, size=source.numel(),
-                                     dtype=torch.uint8)
-            for start in range(0, source.numel(), stage.numel()):
-                length = min(stage.numel(), source.numel() - start)
-                stage[:length].copy_(source[start:start + length])
-                target[start:start + length].copy_(stage[:length])
-            del target
-            path.unlink()
-
-        measure(f"device -> raw file through the stage, shared mapping, {folder}",
-                through_mapping)
         measure(f"raw file (load_bundle, mapped) -> device, {folder}",
                 lambda: harness.load_bundle(bundle)[0][0].to("cuda"))
         measure(f"raw file (load_bundle, mapped) -> device through the stage (upload), "

@@ -634,13 +634,18 @@ def _through_stage(source: torch.Tensor, stage: torch.Tensor):
         yield start, stage[:length]
 
 
+def copy_through(source: torch.Tensor, target: torch.Tensor, stage: torch.Tensor) -> None:
+    """source's bytes (a flat uint8 device tensor) into target's (flat uint8, on the host: fresh
+    memory or a file's mapping), a stage-full at a time."""
+    for start, staged in _through_stage(source, stage):
+        target[start:start + staged.numel()].copy_(staged)
+
+
 def staged_copy(tensor: torch.Tensor, stage: torch.Tensor) -> torch.Tensor:
     """tensor's values in a new contiguous host tensor, moved through stage (a uint8 buffer) a
     stage-full of bytes at a time."""
     result = torch.empty(tensor.shape, dtype=tensor.dtype)
-    target = result.reshape(-1).view(torch.uint8)
-    for start, staged in _through_stage(_flat_bytes(tensor), stage):
-        target[start:start + staged.numel()].copy_(staged)
+    copy_through(_flat_bytes(tensor), result.reshape(-1).view(torch.uint8), stage)
     return result
 
 
@@ -718,11 +723,10 @@ def _write_mapped(source: torch.Tensor, path: str, staged: bool) -> None:
     finally:
         os.close(fd)
     target = torch.from_file(path, shared=True, size=source.numel(), dtype=torch.uint8)
-    if not staged:
+    if staged:
+        copy_through(source, target, _stage_buffer())
+    else:
         target.copy_(source)
-        return
-    for start, chunk in _through_stage(source, _stage_buffer()):
-        target[start:start + chunk.numel()].copy_(chunk)
 
 
 def filesystem_type(path: str, mounts: str = "/proc/self/mounts") -> str:
