@@ -13,6 +13,7 @@ every later draw is held to the set's fingerprint. A task whose draws differ has
 written as tensor bundles instead, and the recipe names them."""
 
 import json
+import math
 import os
 import random
 import sys
@@ -54,14 +55,23 @@ def shifted(inputs: list, rng: random.Random) -> list:
 
 def spiked(inputs: list, rng: random.Random) -> list:
     """S6: one element of each floating input far above the rest, so a reduction over a
-    subsample, or a kernel that skips part of its input, misses it."""
+    subsample, or a kernel that skips part of its input, misses it.
+
+    The spike stays where its square is finite in the input's dtype (below 128 in float16): a
+    reference that squares it in that dtype (an RMS norm's x.pow(2), say) would otherwise
+    overflow, zero the row where fp32 arithmetic does not, and still give finite outputs, a
+    verdict on the overflow rather than on the candidate."""
     result = []
     for value in inputs:
         if floating(value) and value.numel() > 1:
             value = value.clone(memory_format=torch.contiguous_format)
             flat = value.view(-1)
-            spread = float(value.abs().max()) if value.numel() else 0.0
-            flat[rng.randrange(flat.numel())] += 50 * (spread + 1)
+            spread = float(value.abs().max())
+            spike = 50 * (spread + 1)
+            if not value.is_complex():
+                room = math.sqrt(torch.finfo(value.dtype).max) / 2 - spread
+                spike = min(spike, max(room, spread + 1))
+            flat[rng.randrange(flat.numel())] += spike
         result.append(value)
     return result
 

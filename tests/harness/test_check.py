@@ -362,3 +362,26 @@ def test_inputs_drawn_where_get_inputs_cannot_run_on_the_device_come_from_the_ho
     assert not torch.equal(written["verify"][0][0], written["verify"][1][0])  # one seed per set
     profile = input_sets.draw(task, 11 + 1000, "cpu")
     assert torch.equal(written["profile"][0][0], profile[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_the_spiked_set_stands_out_yet_an_rms_norm_of_it_holds_in_its_dtype(dtype) -> None:
+    import random
+
+    import input_sets
+
+    torch.manual_seed(0)
+    x = (2 * torch.randn(64, 512)).to(dtype)  # 50 * (spread + 1) would square past float16's max
+    spiked, count = input_sets.spiked([x, 3], random.Random(5))
+    assert count == 3
+    moved = (spiked.float() - x.float()).abs().view(-1)
+    assert int((moved > 0).sum()) == 1
+    spread = float(x.abs().max())
+    assert float(spiked.view(-1)[moved.argmax()].abs()) > 10 * spread
+
+    def rms_norm(t: torch.Tensor) -> torch.Tensor:
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5)
+
+    # Eager in the dtype and fp32 arithmetic agree on every row, the spiked one too: the set
+    # judges a candidate that computes in fp32, not the reference's overflow.
+    assert torch.allclose(rms_norm(spiked).float(), rms_norm(spiked.float()), atol=ATOL, rtol=RTOL)
