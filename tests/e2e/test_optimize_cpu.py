@@ -537,3 +537,49 @@ def test_row_and_rewritten_tasks_pass_verification(row_and_rewrite_results, task
     assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
     assert (ws / "kernels" / f"{kernel}.cpp").exists()
+
+
+def caller_arguments(workspace: Path, calls: list[tuple], monkeypatch) -> object:
+    """model_new.py of workspace imported with every bound kernel function recording its
+    arguments after the tensors into calls and running nothing: the callers' own work alone."""
+    import importlib.util
+    import sys
+    import types
+
+    def bind(name: str, *parameters: str):
+        tensors = sum(p == "tensor" for p in parameters)
+        return lambda *args: calls.append(args[tensors:])
+    kernels = types.ModuleType("utils.kernels")
+    kernels.load = lambda: types.SimpleNamespace(bind=bind)
+    monkeypatch.setitem(sys.modules, "utils", types.ModuleType("utils"))
+    monkeypatch.setitem(sys.modules, "utils.kernels", kernels)
+    spec = importlib.util.spec_from_file_location("caller_model_new", workspace / "model_new.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    calls.clear()  # the launch configuration it set on import
+    return module
+
+
+@pytest.mark.parametrize("body", ["return torch.sigmoid(x * 2.0 + 1.0) * x",
+                                  "return torch.softmax(x, dim=-1) * 3.0"])
+def test_a_kernel_caller_works_out_its_layout_once_per_shapes_and_strides(agent, tmp_path,
+                                                                          monkeypatch, body):
+    # The callers cache the layout (a few tens of microseconds a call) by the inputs' shapes
+    # and strides: a view of the same shape in other memory gets its own, a repeat reuses one.
+    import torch
+
+    task = tmp_path / "caller.py"
+    task.write_text(SMALL_TASK.format(parameters="", body=body, batch=8,
+                                      inputs="torch.randn(batch, 64)"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "compile")
+    assert result.returncode == 0, why(result, r)
+    calls: list[tuple] = []
+    module = caller_arguments(tmp_path / "ws", calls, monkeypatch)
+    model = module.ModelNew()
+    contiguous, view = torch.randn(8, 64), torch.randn(8, 128)[:, 32:96]
+    for x in (contiguous, view, contiguous, view):
+        model(x)
+    assert len(calls) == 4
+    assert calls[0] == calls[2] and calls[1] == calls[3] and calls[0] != calls[1], calls
+    cached = getattr(module, "launch_sizes", None) or module.row_layout
+    assert cached.cache_info().currsize == 2 and cached.cache_info().hits == 2

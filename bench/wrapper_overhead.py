@@ -1,0 +1,127 @@
+"""The host time of the synthesizer's kernel callers (synth_kernel*.py) in a task's candidate:
+each caller's Python work for one call (its inputs' layout, the output's allocation, the bound
+call's arguments) with the kernel itself a no-op, once with the layout computed on every call
+(its cache cleared before each) and once as generated (computed once per layout). Where a
+candidate runs many small kernels (an unrolled recurrence, say), this host time rather than the
+GPU sets the pace, and torch.compile's generated callers are lean.
+
+    python3 bench/wrapper_overhead.py [--tasks level3/010_gru_unrolled ...] [--shrink 8]
+    # cpu only (the candidate is written with `optimize --stage compile --device cpu`, the
+    # callers timed on tensors of the shrunk task's shapes); prints a table, writes
+    # wrapper_overhead.json
+"""
+import argparse
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+import timeit
+import types
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+_spec = importlib.util.spec_from_file_location("bench_common", HERE / "common.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+DEFAULT_TASKS = ["level3/010_gru_unrolled", "level2/012_group_norm_silu",
+                 "level3/002_transformer_encoder_block"]
+
+
+def child(workspace: Path, task_path: str, shrink: int, calls: int) -> None:
+    """Times the callers of the candidate in workspace; prints one JSON line per caller call."""
+    sys.path.insert(0, str(ROOT / "harness"))
+    import torch
+
+    import common
+
+    # Every bound kernel function a no-op: only the callers' own work is timed.
+    library = types.SimpleNamespace(bind=lambda *_: (lambda *_args: 0))
+    stub = types.ModuleType("utils.kernels")
+    stub.load = lambda: library
+    sys.modules["utils"] = types.ModuleType("utils")
+    sys.modules["utils.kernels"] = stub
+    sys.path.insert(0, str(workspace))
+    task = common.load_task(task_path)
+    common.shrink_task(task, shrink)
+    model_new = importlib.import_module("model_new")
+    recorded, originals = [], {}
+    # A pipeline's kernels each have a caller of their own; a one-kernel candidate is its caller.
+    names = [f.stem for f in sorted(workspace.glob("synth_kernel*.py"))] or ["model_new"]
+    for module in map(importlib.import_module, names):
+        original = originals[module.__name__] = module.ModelNew.forward
+
+        def recording(self, *args, _module=module, _original=original):
+            recorded.append((_module, self, args))
+            return _original(self, *args)
+        module.ModelNew.forward = recording
+    torch.set_grad_enabled(False)
+    model = model_new.ModelNew(*task.get_init_inputs())
+    model(*task.get_inputs())
+    for module, caller, args in recorded:
+        module.ModelNew.forward = originals[module.__name__]
+        caches = [f for f in vars(module).values() if hasattr(f, "cache_clear")]
+
+        def cold():
+            for f in caches:
+                f.cache_clear()
+            caller(*args)
+        row = {"kernel": module.__name__, "ops": (module.__doc__ or "").split(": ", 1)[-1][:60],
+               "inputs": len(args), "cached": bool(caches)}
+        for name, call in (("every_call_us", cold), ("as_generated_us", lambda: caller(*args))):
+            call()
+            row[name] = min(timeit.repeat(call, number=calls, repeat=3)) / calls * 1e6
+        print(json.dumps(row), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="*", default=DEFAULT_TASKS)
+    parser.add_argument("--shrink", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=500, help="calls a timing (best of 3)")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(Path(args.child[0]), args.child[1], args.shrink, args.calls)
+        return
+    tasks = bench.suite_tasks(ROOT / "tasks", ["level1", "level2", "level3"], args.tasks)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for task in tasks:
+            name = f"{task.parent.name}/{task.stem}"
+            workspace = Path(tmp) / task.stem
+            made = subprocess.run(
+                [bench.binary(), "optimize", str(task), "--device", "cpu", "--shrink",
+                 str(args.shrink), "--stage", "compile", "--tune", "off", "--workspace",
+                 str(workspace)], capture_output=True, text=True)
+            if made.returncode != 0:
+                print(f"{name}: no candidate ({made.stdout.strip().splitlines()[-1:]})")
+                continue
+            # A fresh process per task: the candidates' modules share names.
+            timed = subprocess.run(
+                [sys.executable, __file__, "--child", str(workspace), str(task), "--shrink",
+                 str(args.shrink), "--calls", str(args.calls)], capture_output=True, text=True)
+            if timed.returncode != 0:
+                print(f"{name}: timing failed\n{timed.stderr[-2000:]}")
+                continue
+            rows = [json.loads(line) for line in timed.stdout.splitlines() if line.startswith("{")]
+            results.append({"task": name, "calls": rows,
+                            "every_call_us": sum(r["every_call_us"] for r in rows),
+                            "as_generated_us": sum(r["as_generated_us"] for r in rows)})
+    print(f"{'task':40} {'kernel':16} {'inputs':>6} {'every call us':>14} {'as generated us':>16}")
+    for result in results:
+        for row in result["calls"]:
+            print(f"{result['task']:40} {row['kernel']:16} {row['inputs']:>6} "
+                  f"{row['every_call_us']:>14.1f} {row['as_generated_us']:>16.1f}")
+        print(f"{result['task']:40} {'one forward':16} {'':>6} "
+              f"{result['every_call_us']:>14.1f} {result['as_generated_us']:>16.1f}")
+    out = bench.results_dir() / "wrapper_overhead.json"
+    out.write_text(json.dumps({"shrink": args.shrink, "tasks": results}, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
