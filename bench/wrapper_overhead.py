@@ -1,7 +1,7 @@
 """The host time of the synthesizer's kernel callers (synth_kernel*.py) in a task's candidate:
 each caller's Python work for one call (its inputs' layout, the output's allocation, the bound
-call's arguments) with the kernel itself a no-op, once with the layout computed on every call
-(its cache cleared before each) and once as generated (computed once per layout). Where a
+call's arguments) with the kernel itself a no-op, once with the layout worked out on every call
+(the caller's memo of layouts cleared before each) and once as generated (once per layout). Where a
 candidate runs many small kernels (an unrolled recurrence, say), this host time rather than the
 GPU sets the pace, and torch.compile's generated callers are lean.
 
@@ -63,14 +63,14 @@ def child(workspace: Path, task_path: str, shrink: int, calls: int) -> None:
     model(*task.get_inputs())
     for module, caller, args in recorded:
         module.ModelNew.forward = originals[module.__name__]
-        caches = [f for f in vars(module).values() if hasattr(f, "cache_clear")]
+        memo = getattr(caller, "_layouts", None)
 
         def cold():
-            for f in caches:
-                f.cache_clear()
+            if memo is not None:
+                memo.clear()
             caller(*args)
         row = {"kernel": module.__name__, "ops": (module.__doc__ or "").split(": ", 1)[-1][:60],
-               "inputs": len(args), "cached": bool(caches)}
+               "inputs": len(args), "kept": memo is not None}
         for name, call in (("every_call_us", cold), ("as_generated_us", lambda: caller(*args))):
             call()
             row[name] = min(timeit.repeat(call, number=calls, repeat=3)) / calls * 1e6

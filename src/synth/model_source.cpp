@@ -98,13 +98,27 @@ std::string value_expression(const Value& value) {
   return value.kind == "input" ? value.name : attribute_expression(value.target);
 }
 
-std::string model_class_head(const Graph& graph, const std::vector<int>& reads) {
+const char* const kLayoutMemoInit =
+    "        self._layouts = {}  # launch sizes by the inputs' shapes and strides\n";
+
+std::string layout_memo_lines(const std::string& name, const std::string& sizes_call) {
+  return "        key = (tuple(t.shape for t in inputs), tuple(t.stride() for t in inputs))\n"
+         "        if key not in self._layouts:\n"
+         "            self._layouts[key] = " +
+         sizes_call +
+         "(*key)\n"
+         "        " +
+         name + " = self._layouts[key]\n";
+}
+
+std::string model_class_head(const Graph& graph, const std::vector<int>& reads,
+                             const std::string& init_lines) {
   std::string tensors;
   for (int value : reads) tensors += value_expression(graph.values[value]) + ", ";
   return "class ModelNew(nn.Module):\n"
          "    def __init__(self, *init_inputs):\n"
          "        super().__init__()\n" +
-         module_state_source(graph) +
+         module_state_source(graph) + init_lines +
          "\n"
          "    def forward(self" +
          forward_parameters(graph) +

@@ -23,7 +23,16 @@ std::string value_expression(const Value& value);
 
 /// The head of a one-kernel plan's ModelNew: the class, its state, forward's signature, and
 /// forward's first line, `inputs = [...]`, the expressions of the values read (graph indices),
-/// in kernel argument order. The plan writes the rest of forward after it.
-std::string model_class_head(const Graph& graph, const std::vector<int>& reads);
+/// in kernel argument order; init_lines, more of __init__. The plan writes the rest of forward
+/// after it.
+std::string model_class_head(const Graph& graph, const std::vector<int>& reads,
+                             const std::string& init_lines = "");
+
+/// The line of __init__ that starts a caller's memo of its kernel's launch sizes, keyed by the
+/// inputs' shapes and strides (layout arithmetic costs tens of microseconds a call, more than a
+/// small kernel of a loop runs on the GPU), and forward's lines that read it, computing
+/// `sizes_call` (a function of the key's two tuples) where the key is new; they bind `name`.
+extern const char* const kLayoutMemoInit;
+std::string layout_memo_lines(const std::string& name, const std::string& sizes_call);
 
 }  // namespace cuda_agent::synth
