@@ -610,13 +610,8 @@ def staged_upload(tensor: torch.Tensor, stage: torch.Tensor, device: str) -> tor
     """A contiguous host tensor's values in a new tensor on device, moved through stage (a
     uint8 buffer) a stage-full of bytes at a time."""
     result = torch.empty(tensor.shape, dtype=tensor.dtype, device=device)
-    source = tensor.reshape(-1).view(torch.uint8)
-    target = result.reshape(-1).view(torch.uint8)
-    chunk = stage.numel()
-    for start in range(0, source.numel(), chunk):
-        length = min(chunk, source.numel() - start)
-        stage[:length].copy_(source[start:start + length])
-        target[start:start + length].copy_(stage[:length])  # waits for the copy: stage is reused
+    copy_through(tensor.reshape(-1).view(torch.uint8), result.reshape(-1).view(torch.uint8),
+                 stage)
     return result
 
 
@@ -626,7 +621,8 @@ def _flat_bytes(tensor: torch.Tensor) -> torch.Tensor:
 
 def _through_stage(source: torch.Tensor, stage: torch.Tensor):
     """(offset, the filled part of stage) for each stage-full of source's bytes (source: a flat
-    uint8 device tensor, stage: a pinned uint8 buffer), copied in before it is yielded."""
+    uint8 tensor, on the device or the host; stage: a pinned uint8 buffer), copied in before it
+    is yielded."""
     size, chunk = source.numel(), stage.numel()
     for start in range(0, size, chunk):
         length = min(chunk, size - start)
@@ -635,8 +631,9 @@ def _through_stage(source: torch.Tensor, stage: torch.Tensor):
 
 
 def copy_through(source: torch.Tensor, target: torch.Tensor, stage: torch.Tensor) -> None:
-    """source's bytes (a flat uint8 device tensor) into target's (flat uint8, on the host: fresh
-    memory or a file's mapping), a stage-full at a time."""
+    """source's bytes into target's (flat uint8 tensors: one on the device, the other on the
+    host, fresh memory or a file's mapping), a stage-full at a time. Each copy between the
+    stage and the device waits for its end, so the stage is free again for the next one."""
     for start, staged in _through_stage(source, stage):
         target[start:start + staged.numel()].copy_(staged)
 

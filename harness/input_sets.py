@@ -67,11 +67,8 @@ def spiked(inputs: list, rng: random.Random) -> list:
             value = value.clone(memory_format=torch.contiguous_format)
             flat = value.view(-1)
             spread = float(value.abs().max())
-            spike = 50 * (spread + 1)
-            if not value.is_complex():
-                room = math.sqrt(torch.finfo(value.dtype).max) / 2 - spread
-                spike = min(spike, max(room, spread + 1))
-            flat[rng.randrange(flat.numel())] += spike
+            room = math.sqrt(torch.finfo(value.dtype).max) / 2 - spread
+            flat[rng.randrange(flat.numel())] += min(50 * (spread + 1), max(room, spread + 1))
         result.append(value)
     return result
 
