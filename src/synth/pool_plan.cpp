@@ -616,14 +616,16 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
   for (std::size_t k = 0; k < plan.inputs.size(); ++k)
     s += ", \"i64\", \"i64\", \"i64\", \"i64\", \"i64\"";
   s += ", \"stream\")\n" + model_config_source("fused_pool") + "\n";
+  std::string after;
+  for (const ElementInput& in : plan.inputs) after += in.after ? "True, " : "False, ";
   s += "KIND = \"" + plan.kind + "\"\nLEADING = " + std::to_string(plan.leading) +
        "  # the pooled input's dims before its spatial ones\n"
        "# Per dim of (D, H, W): the window (1, 1 and 0 where the op has no such dim).\n"
        "KERNEL = " +
        list(plan.kernel) + "\nSTRIDE = " + list(plan.stride) + "\nPADDING = " + list(plan.padding) +
        "\nDILATION = " + list(plan.dilation) + "\nOUTPUT_SIZE = " + list(plan.output_size) +
-       "\nCEIL_MODE = " + (plan.ceil_mode ? "True" : "False") +
-       "\n\n\n"
+       "\nCEIL_MODE = " + (plan.ceil_mode ? "True" : "False") + "\nAFTER = (" + after +
+       ")  # per input, read after the pooling (at the output's positions) or before\n\n\n"
        "def pooled_size(size, d):\n"
        "    \"\"\"torch's output size along spatial dim d (of D, H, W) for an input size.\"\"\"\n"
        "    if KIND == \"adaptive_avg\":\n"
@@ -639,43 +641,45 @@ std::string pool_model_source(const Graph& graph, const PoolPlan& plan) {
        "    lead = list(values[:LEADING])\n"
        "    spatial = list(values[LEADING:])\n"
        "    return [fill] * (2 - LEADING) + lead + [fill] * (3 - len(spatial)) + spatial\n\n\n"
-       "def strides(t, shape):\n"
-       "    \"\"\"t's strides (N, C, D, H, W) read at the positions of shape, which it broadcasts "
-       "to:\n"
-       "    0 along a dim it does not have or has once.\"\"\"\n"
-       "    offset = len(shape) - t.dim()\n"
-       "    out = [0 if k < offset or t.size(k - offset) == 1 else t.stride(k - offset)\n"
+       "def steps_of(own, stride, shape):\n"
+       "    \"\"\"The strides (N, C, D, H, W) of a tensor of shape own and strides stride read at "
+       "the\n"
+       "    positions of shape, which it broadcasts to: 0 along a dim it does not have or has "
+       "once.\"\"\"\n"
+       "    offset = len(shape) - len(own)\n"
+       "    out = [0 if k < offset or own[k - offset] == 1 else stride[k - offset]\n"
        "           for k in range(len(shape))]\n"
-       "    return as_ncdhw(out, len(shape), 0)\n\n\n";
+       "    return as_ncdhw(out, len(shape), 0)\n\n\n"
+       "def launch_sizes(shapes, strides):\n"
+       "    \"\"\"out's shape and the kernel's sizes after it ((N, C, D, H, W) in, (D, H, W) out, "
+       "then\n"
+       "    each input's strides) for inputs of these shapes and strides.\"\"\"\n"
+       "    # The pooling's input shape: what the inputs read before it broadcast to.\n"
+       "    shape = []\n"
+       "    for sizes, later in zip(shapes, AFTER):\n"
+       "        if not later:\n"
+       "            shape = [1] * (len(sizes) - len(shape)) + shape\n"
+       "            for k, size in enumerate(sizes):\n"
+       "                at = len(shape) - len(sizes) + k\n"
+       "                shape[at] = size if size != 1 else shape[at]\n"
+       "    spatial = len(shape) - LEADING\n"
+       "    out_shape = shape[:LEADING] + [pooled_size(size, 3 - spatial + k)\n"
+       "                                   for k, size in enumerate(shape[LEADING:])]\n"
+       "    sizes = as_ncdhw(shape, len(shape), 1) + as_ncdhw(out_shape, len(shape), 1)[2:]\n"
+       "    for own, stride, later in zip(shapes, strides, AFTER):\n"
+       "        sizes += steps_of(own, stride, out_shape if later else shape)\n"
+       "    return out_shape, sizes\n\n\n";
   std::string filter_args;  // a depthwise convolution's weight and bias
   for (int v : {plan.weight, plan.bias}) {
     if (v >= 0) filter_args += value_expression(graph.values[v]) + ", ";
   }
-  s += model_class_head(graph, values_of(plan.inputs)) + "        after = [";
-  for (const ElementInput& in : plan.inputs) s += in.after ? "True, " : "False, ";
-  s += "]\n"
-       "        # The pooling's input shape: what the inputs read before it broadcast to.\n"
-       "        shape = []\n"
-       "        for t, later in zip(inputs, after):\n"
-       "            if not later:\n"
-       "                sizes = list(t.shape)\n"
-       "                shape = [1] * (len(sizes) - len(shape)) + shape\n"
-       "                for k, size in enumerate(sizes):\n"
-       "                    at = len(shape) - len(sizes) + k\n"
-       "                    shape[at] = size if size != 1 else shape[at]\n"
-       "        spatial = len(shape) - LEADING\n"
-       "        out_shape = shape[:LEADING] + [pooled_size(size, 3 - spatial + k)\n"
-       "                                       for k, size in enumerate(shape[LEADING:])]\n"
-       "        out = torch.empty(out_shape, dtype=torch." +
-       plan.output_dtype +
+  s += model_class_head(graph, values_of(plan.inputs), kLayoutMemoInit) +
+       layout_memo_lines("out_shape, sizes", "launch_sizes") +
+       "        out = torch.empty(out_shape, dtype=torch." + plan.output_dtype +
        ", device=inputs[0].device)\n"
-       "        sizes = as_ncdhw(shape, len(shape), 1) + as_ncdhw(out_shape, len(shape), 1)[2:]\n"
-       "        steps = []\n"
-       "        for t, later in zip(inputs, after):\n"
-       "            steps += strides(t, out_shape if later else shape)\n"
        "        fused_pool(*inputs, " +
        filter_args +
-       "out, *sizes, *steps)\n"
+       "out, *sizes)\n"
        "        return out" +
        graph.output_view + "\n";
   return s;

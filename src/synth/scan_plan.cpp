@@ -523,28 +523,38 @@ std::string scan_model_source(const Graph& graph, const ScanPlan& plan) {
                   ", *[\"i64\"] * (RANK * " + n(plan.inputs.size() + 1) + "), \"stream\")\n" +
                   model_config_source("fused_scan") +
                   "\n\n"
-                  "def strides(t):\n"
-                  "    \"\"\"t's strides against the scanned shape padded to RANK dims, which it "
-                  "broadcasts\n"
-                  "    to: 0 along a dim it does not have or has once.\"\"\"\n"
-                  "    offset = RANK - t.dim()\n"
-                  "    return [0 if k < offset or t.size(k - offset) == 1 else t.stride(k - "
-                  "offset)\n"
-                  "            for k in range(RANK)]\n\n\n";
-  s += model_class_head(graph, values_of(plan.inputs)) +
-       "        # The scanned shape: what the inputs broadcast to.\n"
-       "        shape = [1] * " +
-       n(plan.rank) +
-       "\n"
-       "        for t in inputs:\n"
-       "            for k, size in enumerate(t.shape):\n"
-       "                at = len(shape) - t.dim() + k\n"
-       "                shape[at] = size if size != 1 else shape[at]\n"
+                  "def steps_of(own, stride):\n"
+                  "    \"\"\"The strides of a tensor of shape own and strides stride against the "
+                  "scanned\n"
+                  "    shape padded to RANK dims, which it broadcasts to: 0 along a dim it does "
+                  "not have or\n"
+                  "    has once.\"\"\"\n"
+                  "    offset = RANK - len(own)\n"
+                  "    return [0 if k < offset or own[k - offset] == 1 else stride[k - offset]\n"
+                  "            for k in range(RANK)]\n\n\n"
+                  "def launch_sizes(shapes, strides):\n"
+                  "    \"\"\"out's shape and the kernel's sizes after it (the scanned shape "
+                  "padded to RANK\n"
+                  "    dims, then each input's strides) for inputs of these shapes and "
+                  "strides.\"\"\"\n"
+                  "    # The scanned shape: what the inputs broadcast to.\n"
+                  "    shape = [1] * " +
+                  n(plan.rank) +
+                  "\n"
+                  "    for own in shapes:\n"
+                  "        for k, size in enumerate(own):\n"
+                  "            at = len(shape) - len(own) + k\n"
+                  "            shape[at] = size if size != 1 else shape[at]\n"
+                  "    sizes = [1] * (RANK - len(shape)) + shape\n"
+                  "    for own, stride in zip(shapes, strides):\n"
+                  "        sizes += steps_of(own, stride)\n"
+                  "    return shape, sizes\n\n\n";
+  s += model_class_head(graph, values_of(plan.inputs), kLayoutMemoInit) +
+       layout_memo_lines("shape, sizes", "launch_sizes") +
        "        out = torch.empty(shape, dtype=torch." +
        plan.output_dtype +
        ", device=inputs[0].device)\n"
-       "        sizes = [1] * (RANK - len(shape)) + shape\n"
-       "        fused_scan(*inputs, out, *sizes, *[n for t in inputs for n in strides(t)])\n"
+       "        fused_scan(*inputs, out, *sizes)\n"
        "        return out" +
        graph.output_view + "\n";
   return s;

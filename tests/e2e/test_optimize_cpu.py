@@ -561,7 +561,9 @@ def caller_arguments(workspace: Path, calls: list[tuple], monkeypatch) -> object
 
 
 @pytest.mark.parametrize("body", ["return torch.sigmoid(x * 2.0 + 1.0) * x",
-                                  "return torch.softmax(x, dim=-1) * 3.0"])
+                                  "return torch.softmax(x, dim=-1) * 3.0",
+                                  "return torch.cumsum(x * 2.0, dim=-1)",
+                                  "return F.max_pool1d(x * 2.0, 2)"])
 def test_a_kernel_caller_works_out_its_layout_once_per_shapes_and_strides(agent, tmp_path,
                                                                           monkeypatch, body):
     # A caller keeps its kernel's layout (a few tens of microseconds a call to work out) by the
