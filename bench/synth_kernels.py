@@ -69,7 +69,8 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
     outputs and torch.compile's compile happen before the child takes its turn on the GPU; the
     checks and the timed calls during it. The task's sizes are shrunk as the candidate's were
     (its parameters have the shapes captured at that size). With profiled, the row also lists the
-    kernels one call of torch.compile's code and of the candidate (default configuration) run.
+    kernels one call of torch.compile's code and of the candidate (default configuration) run,
+    and the candidate's time with the evaluator's dispatch guard around each call.
     Eager and torch.compile run in full fp32, as the evaluator runs them; the candidate too, unless
     tf32."""
     import torch
@@ -184,6 +185,13 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
             row["candidate_ms"] = best[row["config"]]
         if profiled and timed:
             use(checked[timed[0]][0])
+            # As the evaluator times it: every aten op of the call through its dispatch guard.
+            guard = load("harness_guard", ROOT / "harness" / "guard.py")
+
+            def guarded_call(*args):
+                with guard.DispatchGuard():
+                    return candidate_call(*args)
+            row["guarded_ms"] = median_ms(guarded_call)
             row["profile"] = {"compile": kernel_profile(compiled, inputs),
                               "candidate": kernel_profile(candidate_call, inputs)}
         return row
@@ -406,6 +414,9 @@ def main() -> int:
                       flush=True)
             else:
                 print(f"{row['id']:48} {row['outcome']:12} {row.get('reason', '')[:80]}",
+                      flush=True)
+            if "guarded_ms" in row:
+                print(f"    candidate {row['guarded_ms']:9.3f} ms under the dispatch guard",
                       flush=True)
             for side, kernels in row.get("profile", {}).items():
                 for name, launches, us in kernels[:8]:

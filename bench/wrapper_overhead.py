@@ -5,6 +5,11 @@ call's arguments) with the kernel itself a no-op, once with the layout worked ou
 candidate runs many small kernels (an unrolled recurrence, say), this host time rather than the
 GPU sets the pace, and torch.compile's generated callers are lean.
 
+Then the aten ops one forward dispatches (views and allocations, library GEMM and convolution),
+counted on the meta device, and what the evaluator's dispatch guard adds to each: every timed
+call of a candidate runs inside it, each aten op passing through Python (a baseline's calls do
+not), so the ops times that cost is host time the candidate pays and eager does not.
+
     python3 bench/wrapper_overhead.py [--tasks level3/010_gru_unrolled ...] [--shrink 8]
     # cpu only (the candidate is written with `optimize --stage compile --device cpu`, the
     # callers timed on tensors of the shrunk task's shapes); prints a table, writes
@@ -75,6 +80,58 @@ def child(workspace: Path, task_path: str, shrink: int, calls: int) -> None:
             call()
             row[name] = min(timeit.repeat(call, number=calls, repeat=3)) / calls * 1e6
         print(json.dumps(row), flush=True)
+    print(json.dumps({"forward": forward_ops(model, task)}), flush=True)
+
+
+def forward_ops(model, task) -> dict:
+    """The aten ops one forward dispatches, by the guard's kinds, counted on the meta device
+    (every op's dispatch, no op's work: shapes alone)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    import guard
+
+    class Counting(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops = {"allowed": 0, "library": 0, "compute": 0}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops[guard.classify_packet(func.name().split(".", 1)[0])] += 1
+            return func(*args, **(kwargs or {}))
+
+    model = model.to("meta")
+    inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    counting = Counting()
+    with counting:
+        model(*inputs)
+    return counting.ops
+
+
+def guard_cost_us(calls: int) -> float:
+    """What the dispatch guard adds to one aten op: views and an allocation of small CPU
+    tensors, plain and inside the guard, per op."""
+    sys.path.insert(0, str(ROOT / "harness"))
+    import torch
+
+    import guard
+
+    x = torch.empty(4, 6, 12)
+
+    def plain():
+        for _ in range(100):  # four aten ops a round: select, split, empty, slice
+            x.select(1, 3).chunk(3, 1)
+            torch.empty(4, 4)[:, 1:]
+
+    def guarded():
+        with guard.DispatchGuard():
+            plain()
+    number = max(1, calls // 50)
+    best = {}
+    for name, call in (("plain", plain), ("guarded", guarded)):
+        call()
+        best[name] = min(timeit.repeat(call, number=number, repeat=5))
+    return (best["guarded"] - best["plain"]) / (number * 100 * 4) * 1e6
 
 
 def main() -> None:
@@ -107,8 +164,10 @@ def main() -> None:
             if timed.returncode != 0:
                 print(f"{name}: timing failed\n{timed.stderr[-2000:]}")
                 continue
-            rows = [json.loads(line) for line in timed.stdout.splitlines() if line.startswith("{")]
-            results.append({"task": name, "calls": rows,
+            lines = [json.loads(line) for line in timed.stdout.splitlines() if line.startswith("{")]
+            rows = [line for line in lines if "forward" not in line]
+            forward = next((line["forward"] for line in lines if "forward" in line), None)
+            results.append({"task": name, "calls": rows, "forward": forward,
                             "every_call_us": sum(r["every_call_us"] for r in rows),
                             "as_generated_us": sum(r["as_generated_us"] for r in rows)})
     print(f"{'task':40} {'kernel':16} {'inputs':>6} {'every call us':>14} {'as generated us':>16}")
@@ -118,8 +177,18 @@ def main() -> None:
                   f"{row['every_call_us']:>14.1f} {row['as_generated_us']:>16.1f}")
         print(f"{result['task']:40} {'one forward':16} {'':>6} "
               f"{result['every_call_us']:>14.1f} {result['as_generated_us']:>16.1f}")
+    per_op = guard_cost_us(args.calls)
+    print(f"\nthe dispatch guard adds {per_op:.2f} us to an aten op on this machine")
+    print(f"{'one forward':40} {'aten ops':>9} {'library':>8} {'guard us':>9}")
+    for result in results:
+        forward = result["forward"]
+        if forward:
+            ops = sum(forward.values())
+            result["guard_us"] = ops * per_op
+            print(f"{result['task']:40} {ops:>9} {forward['library']:>8} {ops * per_op:>9.1f}")
     out = bench.results_dir() / "wrapper_overhead.json"
-    out.write_text(json.dumps({"shrink": args.shrink, "tasks": results}, indent=1) + "\n")
+    out.write_text(json.dumps({"shrink": args.shrink, "guard_us_an_op": per_op, "tasks": results},
+                              indent=1) + "\n")
     print(f"wrote {out}")
 
 

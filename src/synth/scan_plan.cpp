@@ -551,8 +551,7 @@ std::string scan_model_source(const Graph& graph, const ScanPlan& plan) {
                   "    return shape, sizes\n\n\n";
   s += model_class_head(graph, values_of(plan.inputs), kLayoutMemoInit) +
        layout_memo_lines("shape, sizes", "launch_sizes") +
-       "        out = torch.empty(shape, dtype=torch." +
-       plan.output_dtype +
+       "        out = torch.empty(shape, dtype=torch." + plan.output_dtype +
        ", device=inputs[0].device)\n"
        "        fused_scan(*inputs, out, *sizes)\n"
        "        return out" +
