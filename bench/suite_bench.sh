@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `cuda-agent bench` over a suite with the synthesizer on the GPU machine, one device call at a
 # time: the run store travels in .device/state/ so that a run cut at the call's limit resumes in
-# the next call (copy $OUT/state/store.sqlite back into .device/state/ and carry .device again).
-# Leaves three files in $OUT, as the device tool brings back eight at most (a call that leaves
-# more may lose the store): the tables (bench.txt, with where the device's time went), the store
-# (state/store.sqlite) and extras.tgz (the progress lines, `report --json`, the HTML report,
-# eval_steps.json, the GPU's name, every episode's log, the machine's memory and load every 5 s).
+# the next call (unpack $OUT/state/store.sqlite.gz into .device/state/store.sqlite and carry
+# .device again). Leaves three files in $OUT, as the device tool brings back eight at most (a call
+# that leaves more may lose the store): the tables (bench.txt, with where the device's time went),
+# the store gzipped (state/store.sqlite.gz: the whole suite's store is over 16 MiB, the most the
+# tool brings back of a file, and a seventh of that gzipped) and extras.tgz (the progress lines,
+# `report --json`, the HTML report, eval_steps.json, the GPU's name, every episode's log, the
+# machine's memory and load every 5 s).
 #   SUITE=builtin FILTER='level1/* level2/00?_*' JOBS=6 LIMIT=540 bash bench/suite_bench.sh
 # (FILTER: globs separated by spaces, quoted so that the shell here leaves them alone).
 set -u
@@ -48,7 +50,7 @@ kill $sampler 2>/dev/null
 "$bin" --store "$store" report b1 --html "$extras/report.html" >> "$out/bench.txt"
 # Where the device's time went: the harness processes' steps over every evaluation of the run.
 python3 bench/eval_steps.py "$store" --json "$extras/eval_steps.json" >> "$out/bench.txt"
-cp "$store" "$out/state/store.sqlite"
+gzip -c "$store" > "$out/state/store.sqlite.gz"
 # Each episode's progress lines, for a task that took long or failed.
 cp -r "${XDG_CACHE_HOME:-$HOME/.cache}/cuda-agent/bench" "$extras/episodes" 2>/dev/null
 tar czf "$out/extras.tgz" -C "$extras" . 2>/dev/null
