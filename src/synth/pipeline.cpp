@@ -32,44 +32,78 @@ const char* const kCopyModel =
     "from utils.kernels import load\n\n"
     "RANK = 6\n"
     "lib = load()\n"
-    "strided_copy = lib.bind(\"strided_copy\", \"tensor\", \"tensor\", *[\"i64\"] * (2 + 3 * "
+    "strided_copy = lib.bind(\"strided_copy\", \"tensor\", \"tensor\", *[\"i64\"] * (3 + 3 * "
     "RANK),\n"
     "                        \"stream\")\n\n\n"
-    "def copy_into(source, target):\n"
-    "    \"\"\"source's values into target, a tensor or view of the same shape and dtype.\"\"\"\n"
-    "    if source.shape != target.shape or source.dtype != target.dtype:\n"
-    "        raise ValueError(f\"cannot copy {source.dtype} {tuple(source.shape)} into \"\n"
-    "                         f\"{target.dtype} {tuple(target.shape)}\")\n"
+    "def copy_to(source, target, at, strides):\n"
+    "    \"\"\"source's values into target's memory from its element at on, at these strides "
+    "(in\n"
+    "    elements, one for each of source's dims): a slice of target written with no view made "
+    "of\n"
+    "    it (a view is an op the evaluator's guard sees, and each one it sees costs host "
+    "time).\"\"\"\n"
+    "    if source.dtype != target.dtype:\n"
+    "        raise ValueError(f\"cannot copy {source.dtype} into {target.dtype}\")\n"
     "    if source.dim() > RANK:\n"
     "        raise ValueError(f\"strided_copy takes up to {RANK} dims, not {source.dim()}\")\n"
     "    pad = RANK - source.dim()\n"
     "    sizes = [1] * pad + list(source.shape)\n"
     "    reads = [0] * pad + list(source.stride())\n"
-    "    writes = [0] * pad + list(target.stride())\n"
-    "    strided_copy(source, target, source.element_size(), source.numel(), *sizes, *reads,\n"
-    "                 *writes)\n"
+    "    writes = [0] * pad + list(strides)\n"
+    "    strided_copy(source, target, at, source.element_size(), source.numel(), *sizes, "
+    "*reads,\n"
+    "                 *writes)\n\n\n"
+    "def copy_into(source, target):\n"
+    "    \"\"\"source's values into target, a tensor or view of the same shape and dtype.\"\"\"\n"
+    "    if source.shape != target.shape:\n"
+    "        raise ValueError(f\"cannot copy {tuple(source.shape)} into {tuple(target.shape)}\")\n"
+    "    copy_to(source, target, 0, target.stride())\n"
     "    return target\n\n\n"
     "def contiguous(t):\n"
     "    \"\"\"t's values in contiguous memory: t itself where they are already.\"\"\"\n"
     "    if t.is_contiguous():\n"
     "        return t\n"
     "    return copy_into(t, torch.empty(t.shape, dtype=t.dtype, device=t.device))\n\n\n"
+    "def contiguous_strides(shape):\n"
+    "    \"\"\"The strides of a contiguous tensor of shape, in elements.\"\"\"\n"
+    "    strides, step = [], 1\n"
+    "    for size in reversed(shape):\n"
+    "        strides.append(step)\n"
+    "        step *= size\n"
+    "    return strides[::-1]\n\n\n"
     "def cat(tensors, dim=0):\n"
     "    \"\"\"torch.cat(tensors, dim), each part copied into its slice of the result.\"\"\"\n"
     "    first = tensors[0]\n"
     "    dim %= first.dim()\n"
     "    shape = list(first.shape)\n"
     "    shape[dim] = sum(t.shape[dim] for t in tensors)\n"
+    "    for t in tensors:\n"
+    "        if t.dim() != first.dim() or any(a != b for k, (a, b) in "
+    "enumerate(zip(t.shape, shape))\n"
+    "                                         if k != dim):\n"
+    "            raise ValueError(f\"cat of shapes {[tuple(t.shape) for t in tensors]} along "
+    "dim {dim}\")\n"
     "    out = torch.empty(shape, dtype=first.dtype, device=first.device)\n"
+    "    strides = contiguous_strides(shape)\n"
     "    at = 0\n"
     "    for t in tensors:\n"
-    "        copy_into(t, out.narrow(dim, at, t.shape[dim]))\n"
+    "        copy_to(t, out, at * strides[dim], strides)\n"
     "        at += t.shape[dim]\n"
     "    return out\n\n\n"
     "def stack(tensors, dim=0):\n"
-    "    \"\"\"torch.stack(tensors, dim): a cat of each with a new dim of size 1.\"\"\"\n"
-    "    dim %= tensors[0].dim() + 1\n"
-    "    return cat([t.unsqueeze(dim) for t in tensors], dim)\n\n\n"
+    "    \"\"\"torch.stack(tensors, dim): each copied into its index along the new dim.\"\"\"\n"
+    "    first = tensors[0]\n"
+    "    dim %= first.dim() + 1\n"
+    "    if any(t.shape != first.shape for t in tensors):\n"
+    "        raise ValueError(f\"stack of shapes {[tuple(t.shape) for t in tensors]}\")\n"
+    "    shape = list(first.shape)\n"
+    "    shape.insert(dim, len(tensors))\n"
+    "    out = torch.empty(shape, dtype=first.dtype, device=first.device)\n"
+    "    strides = contiguous_strides(shape)\n"
+    "    part = strides[:dim] + strides[dim + 1:]\n"
+    "    for k, t in enumerate(tensors):\n"
+    "        copy_to(t, out, k * strides[dim], part)\n"
+    "    return out\n\n\n"
     "def pixel_shuffle(t, r):\n"
     "    \"\"\"torch's pixel_shuffle, (*, C r^2, H, W) to (*, C, H r, W r): (C, r, r, H, W) "
     "read as\n"
@@ -89,12 +123,13 @@ const char* const kCopyModel =
     "    return contiguous(v).view(*lead, c * r * r, h, w)\n";
 
 /// The copy kernel's entry: element i of 6 dims (sizes s) read from in at sum(index_d * t_d) and
-/// written to out at sum(index_d * u_d) (strides in elements), elements of 1, 2, 4 or 8 bytes.
+/// written to out at at + sum(index_d * u_d) (strides in elements), elements of 1, 2, 4 or 8
+/// bytes.
 #define SA_COPY_PARAMS                                                                          \
-  "const void* in, void* out, int64_t element, int64_t n, int64_t s0, int64_t s1, int64_t s2, " \
-  "int64_t s3, int64_t s4, int64_t s5, int64_t t0, int64_t t1, int64_t t2, int64_t t3, "        \
-  "int64_t t4, int64_t t5, int64_t u0, int64_t u1, int64_t u2, int64_t u3, int64_t u4, "        \
-  "int64_t u5, void* stream"
+  "const void* in, void* out, int64_t at, int64_t element, int64_t n, int64_t s0, int64_t s1, " \
+  "int64_t s2, int64_t s3, int64_t s4, int64_t s5, int64_t t0, int64_t t1, int64_t t2, "        \
+  "int64_t t3, int64_t t4, int64_t t5, int64_t u0, int64_t u1, int64_t u2, int64_t u3, "        \
+  "int64_t u4, int64_t u5, void* stream"
 
 /// Both backends' host code: the walk a copy takes, made as short and as wide as the layouts
 /// allow. Dims of size 1 go; neighbouring dims that are one run of memory in both layouts become
@@ -182,7 +217,9 @@ std::string copy_source(bool cuda) {
                             ") {\n"
                             "  const int64_t s[6] = {s0, s1, s2, s3, s4, s5}, t[6] = {t0, t1, t2, "
                             "t3, t4, t5};\n"
-                            "  const int64_t u[6] = {u0, u1, u2, u3, u4, u5};\n";
+                            "  const int64_t u[6] = {u0, u1, u2, u3, u4, u5};\n"
+                            "  out = (char*)out + at * element;  // where the slice written "
+                            "starts\n";
   if (!cuda) {
     return head + "#include <omp.h>\n\ntypedef struct {\n  uint64_t a, b;\n} sa_u128;\n\n" +
            kCopyWalk +

@@ -434,7 +434,7 @@ def test_the_copy_kernel_moves_any_strided_layout(agent, tmp_path):
     subprocess.run(["g++", "-O2", "-std=c++17", "-fopenmp", "-fPIC", "-shared", "-o", str(library),
                     str(tmp_path / "ws" / "kernels" / "strided_copy.cpp")], check=True)
     copy = ctypes.CDLL(str(library)).strided_copy
-    copy.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 20 + [ctypes.c_void_p]
+    copy.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 21 + [ctypes.c_void_p]
     rng = random.Random(7)
     for case in range(60):
         dtype = rng.choice([torch.float16, torch.float32, torch.float64, torch.uint8])
@@ -447,12 +447,79 @@ def test_the_copy_kernel_moves_any_strided_layout(agent, tmp_path):
         if rng.random() < 0.3:  # the inner dim kept whole and contiguous, for wide units
             inner = base[:8 * 4 ** rank].view([4] * (rank - 1) + [32])
             source = inner[..., :rng.choice([8, 16, 32])]
-        target = torch.full(source.shape, 77, dtype=dtype)
+        at = rng.choice([0, 0, 1, 3, 8])  # where in the target's memory the copy starts
+        memory = torch.full((at + source.numel(),), 77, dtype=dtype)
+        target = memory[at:].view(source.shape)
         pad = 6 - source.dim()
-        copy(source.data_ptr(), target.data_ptr(), source.element_size(), source.numel(),
+        copy(source.data_ptr(), memory.data_ptr(), at, source.element_size(), source.numel(),
              *([1] * pad + list(source.shape)), *([0] * pad + list(source.stride())),
              *([0] * pad + list(target.stride())), None)
-        assert torch.equal(target, source), (case, source.shape, source.stride())
+        assert torch.equal(target, source), (case, at, source.shape, source.stride())
+        assert (memory[:at] == 77).all(), (case, at)
+
+
+def test_the_copy_kernels_cat_and_stack_match_torch_and_make_no_views(agent, tmp_path,
+                                                                         monkeypatch):
+    # synth_copy's cat and stack, as optimize writes them, over the CPU build of the copy kernel:
+    # torch's values for parts of any layout along any dim, and one aten op a call (the
+    # result's allocation), where a view of each part or slice would be one more op each for the
+    # evaluator's guard.
+    import random
+    import subprocess
+    import sys
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    task = tmp_path / "copy.py"
+    task.write_text(SMALL_TASK.format(parameters="", batch=4, inputs="torch.randn(batch, 6, 10)",
+                                      body="return torch.relu(x.transpose(1, 2).reshape(-1))"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "compile")
+    assert result.returncode == 0, why(result, r)
+    library = tmp_path / "copy.so"
+    subprocess.run(["g++", "-O2", "-std=c++17", "-fopenmp", "-fPIC", "-shared", "-o", str(library),
+                    str(tmp_path / "ws" / "kernels" / "strided_copy.cpp")], check=True)
+    monkeypatch.setenv("CUDA_AGENT_KERNEL_LIB", str(library))
+    monkeypatch.syspath_prepend(str(tmp_path / "ws"))
+    for name in ("utils", "utils.kernels", "synth_copy"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    import synth_copy
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.name())
+            return func(*args, **(kwargs or {}))
+
+    rng = random.Random(11)
+    for case in range(40):
+        dtype = rng.choice([torch.float16, torch.float32, torch.int64])
+        rank = rng.randint(1, 4)
+        shape = [rng.randint(1, 5) for _ in range(rank)]
+        stacking = rng.random() < 0.5
+        dim = rng.randint(-rank - stacking, rank + stacking - 1)
+        parts = []
+        for _ in range(rng.randint(1, 4)):
+            own = list(shape)
+            if not stacking:
+                own[dim % rank] = rng.randint(1, 4)
+            part = torch.randn([n + 2 for n in own]).to(dtype)  # a strided window of a larger one
+            part = part[tuple(slice(1, 1 + n) for n in own)]
+            parts.append(part.transpose(0, -1).contiguous().transpose(0, -1)
+                         if rng.random() < 0.3 else part)
+        ops = Ops()
+        with ops:
+            got = synth_copy.stack(parts, dim) if stacking else synth_copy.cat(parts, dim)
+        want = torch.stack(parts, dim) if stacking else torch.cat(parts, dim)
+        assert got.is_contiguous() and torch.equal(got, want), (case, stacking, dim, shape)
+        assert ops.names == ["aten::empty.memory_format"], (case, ops.names)
+    with pytest.raises(ValueError, match="stack of shapes"):
+        synth_copy.stack([torch.zeros(2, 3), torch.zeros(3, 2)])
+    with pytest.raises(ValueError, match="cat of shapes"):
+        synth_copy.cat([torch.zeros(2, 3), torch.zeros(2, 4)], 0)
 
 
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
