@@ -9,7 +9,8 @@
 # `report --json`, the HTML report, eval_steps.json, the GPU's name, every episode's log, the
 # machine's memory and load every 5 s).
 #   SUITE=builtin FILTER='level1/* level2/00?_*' JOBS=6 LIMIT=540 bash bench/suite_bench.sh
-# (FILTER: globs separated by spaces, quoted so that the shell here leaves them alone).
+# (FILTER: globs separated by spaces, quoted so that the shell here leaves them alone; FRESH=1:
+# eager and torch.compile timed in this run, beside its candidates, not taken from the store).
 set -u
 cd "$(dirname "$0")/.."
 source bench/device_env.sh
@@ -30,7 +31,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 if [ -f "$store" ] && "$bin" --store "$store" report b1 > /dev/null 2>&1; then
   run=(--resume b1)
 else
-  run=(--suite "${SUITE:-builtin}" --device cuda --tune "${TUNE:-off}")
+  run=(--suite "${SUITE:-builtin}" --device cuda --tune "${TUNE:-off}" ${FRESH:+--fresh-baselines})
   set -f  # the globs are the bench's to match, not the shell's
   for glob in ${FILTER:-}; do run+=(--filter "$glob"); done
   set +f

@@ -65,11 +65,18 @@ std::string why_it_stopped(const std::string& err) {
 }  // namespace
 
 json BenchSettings::to_json() const {
-  return {
-      {"suite", suite.string()},    {"suite_name", suite_name}, {"policy", policy},
-      {"device", device},           {"shrink", shrink},         {"tune", tune},
-      {"policy_args", policy_args}, {"tasks", tasks},           {"task_timeout_s", task_timeout_s},
-      {"group_size", group_size},   {"precision", precision}};
+  return {{"suite", suite.string()},
+          {"suite_name", suite_name},
+          {"policy", policy},
+          {"device", device},
+          {"shrink", shrink},
+          {"tune", tune},
+          {"policy_args", policy_args},
+          {"tasks", tasks},
+          {"task_timeout_s", task_timeout_s},
+          {"group_size", group_size},
+          {"precision", precision},
+          {"fresh_baselines", fresh_baselines}};
 }
 
 Status BenchSettings::from_json(const json& j, BenchSettings* s) {
@@ -85,6 +92,7 @@ Status BenchSettings::from_json(const json& j, BenchSettings* s) {
     s->task_timeout_s = j.value("task_timeout_s", 3600.0);
     s->group_size = j.value("group_size", 1);
     s->precision = j.value("precision", "fp32");
+    s->fresh_baselines = j.value("fresh_baselines", false);
   } catch (const json::exception& e) {
     return Status::Corruption(std::string("a bench run's settings: ") + e.what());
   }
@@ -371,6 +379,8 @@ Status run_bench(const BenchRequest& request, Store* store, Executor* executor,
                   "--workspace",
                   dir.string()};
       if (settings.precision == "tf32") job.argv.push_back("--tf32");
+      if (settings.fresh_baselines)
+        job.argv.insert(job.argv.end(), {"--baseline-scope", bench_name(id)});
       job.argv.insert(job.argv.end(), settings.policy_args.begin(), settings.policy_args.end());
       JobOutput output = executor->run(slot, job);
       std::lock_guard<std::mutex> lock(mu);

@@ -41,6 +41,9 @@ struct BenchSettings {
   int group_size = 1;
   /// The episodes' evaluations' precision (EvalOptions::precision): fp32, or tf32 (--tf32).
   std::string precision = "fp32";
+  /// Eager and torch.compile timed afresh in this run, once a task (EvalOptions::baseline_scope
+  /// is the run's name), rather than taken from the store where an earlier run timed them.
+  bool fresh_baselines = false;
 
   nlohmann::json to_json() const;
   static Status from_json(const nlohmann::json& j, BenchSettings* settings);

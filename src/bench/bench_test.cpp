@@ -210,6 +210,34 @@ TEST(Bench, ATf32RunAsksEachEpisodeForItAndKeepsAskingOnResume) {
   EXPECT_EQ(summary.record["precision"], "fp32");
 }
 
+TEST(Bench, ARunWithFreshBaselinesScopesEachEpisodesToItselfAndKeepsDoingSoOnResume) {
+  Fixture f({"level1/001_a", "level1/002_stop", "level1/003_b"});
+  f.request.settings.fresh_baselines = true;
+  // The episode's baselines are the run's own (b1's), timed once in it.
+  const auto scope = [](const std::vector<std::string>& argv) -> std::string {
+    auto at = std::find(argv.begin(), argv.end(), "--baseline-scope");
+    return at != argv.end() && at + 1 != argv.end() ? *(at + 1) : "";
+  };
+  {
+    FakeExecutor executor;
+    BenchSummary summary;
+    ASSERT_TRUE(run_bench(f.request, f.store.get(), &executor, &summary).ok());
+    ASSERT_FALSE(executor.argvs.empty());
+    for (const auto& argv : executor.argvs) EXPECT_EQ(scope(argv), "b1");
+    EXPECT_TRUE(summary.record["settings"]["fresh_baselines"].get<bool>());
+  }
+  FakeExecutor again;
+  resume_renamed(f, &again);
+  ASSERT_FALSE(again.argvs.empty());
+  for (const auto& argv : again.argvs) EXPECT_EQ(scope(argv), "b1");
+  // A run that does not ask shares the store's baselines.
+  Fixture shared({"level1/001_a"});
+  FakeExecutor executor;
+  BenchSummary summary;
+  ASSERT_TRUE(run_bench(shared.request, shared.store.get(), &executor, &summary).ok());
+  EXPECT_EQ(scope(executor.argvs.at(0)), "");
+}
+
 TEST(Bench, AGroupRunsEachTaskGroupSizeTimes) {
   Fixture f({"level1/001_a", "level1/002_b"});
   f.request.settings.group_size = 3;

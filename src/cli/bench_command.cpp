@@ -79,6 +79,9 @@ BenchCommands::BenchCommands(CLI::App* app, const std::string& default_device)
     c->add_option("--tune", a.settings.tune, "synth: auto, always or off")
         ->check(CLI::IsMember({"auto", "always", "off"}))
         ->capture_default_str();
+    c->add_flag("--fresh-baselines", a.settings.fresh_baselines,
+                "time eager and torch.compile afresh in this run, once a task, beside its "
+                "candidates, rather than take them from the store where another run timed them");
     c->add_option("--task-timeout", a.settings.task_timeout_s,
                   "seconds one task's episode may take, all its evaluations included")
         ->check(CLI::Range(1.0, 1e7))
@@ -180,7 +183,7 @@ Status BenchCommands::run_episodes(CLI::App* command, Store* store,
       return s;
     for (const char* fixed : {"--suite", "--filter", "--policy", "--device", "--shrink", "--tf32",
                               "--tune", "--task-timeout", "--endpoint", "--model", "--api-key-env",
-                              "--max-turns", "--group-size"}) {
+                              "--max-turns", "--group-size", "--fresh-baselines"}) {
       if (command->get_option_no_throw(fixed) && command->count(fixed) > 0) {
         return Status::InvalidArgument(
             std::string("--resume carries on with the run's own settings; leave out ") + fixed);

@@ -143,6 +143,9 @@ int run(int argc, char** argv) {
   eval->add_option("--memory-limit-mb", options.memory_limit_mb, "resident memory per process")
       ->capture_default_str();
   eval->add_flag("--no-baseline-cache", no_cache, "re-time eager and torch.compile even if cached");
+  eval->add_option("--baseline-scope", options.baseline_scope,
+                   "time eager and torch.compile for this scope alone, once, rather than take "
+                   "the store's");
   eval->add_option("--recipe", options.recipe, "reward recipe: " + recipe_names())
       ->capture_default_str();
   eval->add_option("--python", options.python, "Python with torch, for the harness")

@@ -285,6 +285,9 @@ OptimizeCommand::OptimizeCommand(CLI::App* app, const std::string& default_devic
   a.command->add_option("--device-lock", a.eval.device_lock,
                         "hold this lock file while verifying and timing on the device, so that "
                         "processes sharing a GPU take turns (bench sets one per GPU)");
+  a.command->add_option("--baseline-scope", a.eval.baseline_scope,
+                        "time eager and torch.compile for this scope alone, once, rather than "
+                        "take the store's (bench --fresh-baselines gives its run's name)");
   a.command->add_flag("--json", a.as_json, "print the evaluation record as JSON");
 }
 

@@ -426,6 +426,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::unique_ptr<Ha
                              {"save_calls", kSavedTimedCalls},
                              {"profile_sets", options_.profile_sets},
                              {"shrink", options_.shrink}};
+  if (!options_.baseline_scope.empty()) settings["scope"] = options_.baseline_scope;
   std::string key = sha256_hex(settings.dump());
   if (options_.use_baseline_cache) {
     std::optional<nlohmann::json> cached;

@@ -47,6 +47,10 @@ struct EvalOptions {
   // machine's memory (each harness process runs alone).
   long long memory_limit_mb = default_memory_limit_mb();
   bool use_baseline_cache = true;
+  /// Empty: a baseline timed once serves every evaluation of the store on the same GPU model,
+  /// task and settings. Else baselines of this scope alone (a bench run's own, timed on its
+  /// machine beside its candidates), timed once in it and not used outside it.
+  std::string baseline_scope;
   std::string recipe = "discrete";
   bool enforce_source_rules = true;  // false: source rule findings are only warnings
   /// Paths candidate processes may read but never write, besides the ones the evaluator adds

@@ -47,6 +47,24 @@ def test_second_evaluation_reuses_the_build_and_the_baselines(agent, task, candi
     assert not [p for p in kept if "/trusted/" in p]
 
 
+def test_a_baseline_scope_times_its_own_baselines_once(agent, task, candidate):
+    # bench --fresh-baselines: a run's baselines are timed beside its candidates, once, and
+    # neither taken from the store's shared ones nor left in their place.
+    agent.eval(task, candidate.path)  # the shared baselines exist
+    scoped = []
+    for _ in range(2):
+        code, r = agent.eval(task, candidate.path, "--baseline-scope", "b-scope-test")
+        assert code == 0, r
+        scoped.append(r["stages"]["profile"]["data"])
+    assert scoped[0]["eager"]["cached"] is False and scoped[0]["compile"]["cached"] is False
+    assert scoped[1]["eager"]["cached"] is True and scoped[1]["compile"]["cached"] is True
+    assert scoped[1]["eager"]["settings"]["scope"] == "b-scope-test"
+    code, shared = agent.eval(task, candidate.path)
+    assert code == 0, shared
+    assert shared["stages"]["profile"]["data"]["eager"]["cached"] is True
+    assert "scope" not in shared["stages"]["profile"]["data"]["eager"]["settings"]
+
+
 def test_shrink_runs_the_task_smaller_and_records_the_sizes(agent, task, candidate):
     code, r = agent.eval(task, candidate.path, "--shrink", "8")
     assert code == 0, r
