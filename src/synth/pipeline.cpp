@@ -380,14 +380,32 @@ std::string python_argument(const Graph& graph, const json& a,
   return "None";
 }
 
-/// The Python expression of a library or view op's result.
+/// The weight a linear of a matrix reads, where it is a parameter: F.linear of a matrix is
+/// torch's addmm (mm without a bias) of the weight's transpose, two ops for the guard.
+int matrix_linear_weight(const Graph& graph, const Op& op) {
+  if (op.name != "linear" || op.inputs.size() < 2 || !op.kwargs.empty()) return -1;
+  const auto& input = graph.values[op.inputs[0]].results;
+  const Value& weight = graph.values[op.inputs[1]];
+  if (input.size() != 1 || input[0].shape.size() != 2 || weight.kind != "parameter") return -1;
+  return op.inputs[1];
+}
+
+/// The Python expression of a library or view op's result. transposed: the variables that hold
+/// a weight's transpose, taken once in forward, by the weight's value.
 std::string step_expression(const Graph& graph, const Op& op,
-                            const std::map<int, std::string>& copies, std::string* problem) {
+                            const std::map<int, std::string>& copies,
+                            const std::map<int, std::string>& transposed, std::string* problem) {
   std::vector<std::string> args;
   for (const json& a : op.args) args.push_back(python_argument(graph, a, copies, problem));
   std::vector<std::string> keywords;
   for (const auto& [key, value] : op.kwargs.items()) {
     keywords.push_back(key + "=" + python_argument(graph, value, copies, problem));
+  }
+  if (const auto t = transposed.find(matrix_linear_weight(graph, op)); t != transposed.end()) {
+    // What F.linear runs, less its transpose of the weight on every call.
+    const bool bias = args.size() > 2 && args[2] != "None";
+    return bias ? "torch.addmm(" + args[2] + ", " + args[0] + ", " + t->second + ")"
+                : "torch.mm(" + args[0] + ", " + t->second + ")";
   }
   if (is_library(graph, op)) {
     // torch.matmul of a vector is aten::mv, no library GEMM to the guard: the vector as a
@@ -750,6 +768,21 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
   std::vector<std::string> problems;
   // The strided views copied into contiguous memory so far: later steps read the copy.
   std::map<int, std::string> copies;
+  // A weight that several linears of matrices read (an unrolled recurrence's) is transposed
+  // once at the top of forward, not by each: a view op fewer a step for the evaluator's guard.
+  std::map<int, int> weight_reads;
+  for (const PipelineStep& step : steps) {
+    if (step.kind != PipelineStep::Kind::kLibrary) continue;
+    const int weight = matrix_linear_weight(graph, graph.ops[step.ops[0]]);
+    if (weight >= 0) ++weight_reads[weight];
+  }
+  std::map<int, std::string> transposed;
+  for (const auto& [weight, reads] : weight_reads) {
+    if (reads < 2) continue;
+    transposed[weight] = "t_" + graph.values[weight].name;
+    calls += "        " + transposed[weight] + " = " + value_expression(graph.values[weight]) +
+             ".t()  # read by " + std::to_string(reads) + " linears\n";
+  }
   const auto copy = [&](const std::vector<int>& values) {
     for (int value : values) {
       if (copies.count(value)) continue;
@@ -764,7 +797,7 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
       const Op& op = graph.ops[step.ops[0]];
       copy(step.copied);
       std::string problem;
-      const std::string expression = step_expression(graph, op, copies, &problem);
+      const std::string expression = step_expression(graph, op, copies, transposed, &problem);
       if (!problem.empty()) problems.push_back(problem);
       calls += "        " + variable(graph, op.value, copies) + " = " + expression + "\n";
       if (step.kind == PipelineStep::Kind::kLibrary) summary.push_back(op.name + " (library)");

@@ -415,6 +415,46 @@ def test_a_candidate_that_fails_gives_way_to_its_fallback(agent, tmp_path):
     assert episode["final"]["correct"]
 
 
+def test_a_weight_read_by_several_linears_is_transposed_once(agent, tmp_path, monkeypatch):
+    # An unrolled recurrence applies one linear at each step: F.linear of a matrix is the
+    # weight's transpose and an addmm, two ops for the evaluator's guard at every step; the
+    # candidate takes the transpose once a forward and still matches the task.
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    task = tmp_path / "recurrence.py"
+    task.write_text(SMALL_TASK.format(
+        parameters="        self.step = nn.Linear(64, 64)\n        self.out = nn.Linear(64, 32)\n",
+        body="h = torch.tanh(self.step(x))\n        h = torch.tanh(self.step(h) + x)\n"
+             "        h = torch.tanh(self.step(h) + x)\n        return self.out(h) * 2.0",
+        batch=8, inputs="torch.randn(batch, 64)"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, why(result, r)
+    assert r["correct"] and r["violations"] == [] and r["warnings"] == [], r
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.name())
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.syspath_prepend(str(tmp_path / "ws"))
+    module = caller_arguments(tmp_path / "ws", [], monkeypatch)
+    model = module.ModelNew().to("meta")
+    ops = Ops()
+    with ops:
+        model(torch.empty(8, 64, device="meta"))
+    # Four linears, three transposes: one of the step's weight for the two linears of the
+    # recurrence's state, and one each where a linear reads its weight alone (the first step's,
+    # of the input, whose bias the kernel after it adds, and the output's); unshared, four.
+    assert ops.names.count("aten::t") == 3, ops.names
+    source = (tmp_path / "ws" / "model_new.py").read_text()
+    assert "t_p_step_weight = self.step.weight.t()" in source, source
+
+
 def test_the_copy_kernel_moves_any_strided_layout(agent, tmp_path):
     # The pipeline's copy kernel, as optimize writes it for a reshape of a transposed view, built
     # as the evaluator builds CPU kernels and run on layouts its walk merges, narrows to 16-, 8-
