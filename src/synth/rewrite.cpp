@@ -778,7 +778,7 @@ bool view_strides(const Graph& g, const Op& op, const std::vector<std::int64_t>&
     out->assign(results, in);  // every piece walks memory as the whole does
     return true;
   }
-  if (op.name == "select") {
+  if (op.name == "select" || op.name == "unbind") {
     const json& dim = argument(op, 1, "dim");
     if (!dim.is_number_integer() || in.empty()) return false;
     const auto rank = static_cast<std::int64_t>(in.size());
@@ -820,7 +820,9 @@ void restride(Graph* g, int v, const std::vector<std::int64_t>& stride) {
 /// for each i, with one weight and bias, are one linear of x whose result's slice i is each
 /// one's: the input projection of a recurrence hoisted out of its steps. One GEMM of x's rows
 /// together keeps every multiprocessor busy where each slice's GEMM alone leaves most idle, and
-/// it reads the weight once. Each slice's linear becomes a select of the whole's result.
+/// it reads the weight once. Each slice's linear becomes a piece of one unbind of the whole's
+/// result along d (a getitem of it is no op; a select each would be one for the evaluator's
+/// guard at every step).
 bool rewrite_slice_linears(Graph* g, std::vector<AppliedRewrite>* applied) {
   // (x, d, weight, bias) -> (op, i) of each linear of x.select(d, i)
   std::map<std::tuple<int, std::int64_t, int, int>,
@@ -877,14 +879,25 @@ bool rewrite_slice_linears(Graph* g, std::vector<AppliedRewrite>* applied) {
 
     std::vector<std::int64_t> slice_stride = whole.results[0].stride;
     slice_stride.erase(slice_stride.begin() + d);
+    std::vector<std::int64_t> slice_shape = shape;
+    slice_shape.erase(slice_shape.begin() + d);
+    Value pieces;
+    pieces.name = whole.name + "_steps";
+    pieces.kind = "op";
+    pieces.results.assign(static_cast<std::size_t>(shape[d]),
+                          TensorType{slice_shape, slice_stride, first.results[0].dtype});
+    g->values.push_back(pieces);
+    const int pieces_value = static_cast<int>(g->values.size()) - 1;
+    Op unbind = make_op(*g, "aten.unbind.int", json::array({value_argument(whole.name), d}));
+    unbind.value = pieces_value;
     // Replaced from the last op back, so that the indices of those before stay as they are.
     for (auto m = members.rbegin(); m != members.rend(); ++m) {
       const int made = g->ops[m->first].value;
-      Op select =
-          make_op(*g, "aten.select.int", json::array({value_argument(whole.name), d, m->second}));
-      select.value = made;
-      std::vector<Op> with = {select};
-      if (m + 1 == members.rend()) with.insert(with.begin(), linear);
+      Op item =
+          make_op(*g, "operator.getitem", json::array({value_argument(pieces.name), m->second}));
+      item.value = made;
+      std::vector<Op> with = {item};
+      if (m + 1 == members.rend()) with.insert(with.begin(), {linear, unbind});
       replace_op(g, m->first, with);
       restride(g, made, slice_stride);
     }

@@ -570,21 +570,30 @@ TEST(SynthRewrite, LinearsOfEverySliceAlongADimAreOneLinearOfTheWhole) {
     auto applied = rewrite_graph(&g);
     ASSERT_FALSE(applied.empty());
     EXPECT_EQ(applied[0].name, "slice_linears") << applied[0].detail;
-    std::vector<const Op*> linears, selects;
+    std::vector<const Op*> linears, unbinds, pieces;
     for (const Op& op : g.ops) {
       if (op.name == "linear") linears.push_back(&op);
-      if (op.name == "select") selects.push_back(&op);
+      if (op.name == "select") ADD_FAILURE() << "a select of the whole for each step";
+      if (op.name == "unbind") unbinds.push_back(&op);
     }
-    ASSERT_EQ(linears.size(), 1u);  // one GEMM of every slice's rows
-    EXPECT_EQ(g.values[linears[0]->inputs[0]].name, "x");
-    EXPECT_EQ(linears[0]->args.size(), 3u);  // the bias too, in the library's epilogue
-    const TensorType& whole = g.values[linears[0]->value].results[0];
-    EXPECT_EQ(whole.shape, (std::vector<std::int64_t>{batch, length, out}));
-    ASSERT_EQ(selects.size(), static_cast<std::size_t>(length));
-    for (const Op* select : selects) {
-      EXPECT_EQ(select->inputs[0], linears[0]->value);
+    // One unbind, along the steps' dim, of one GEMM of every slice's rows (the bias too, in the
+    // library's epilogue), before any step reads a piece of it; the GEMM of a task input runs
+    // in the library as a view of it.
+    ASSERT_EQ(unbinds.size(), 1u);
+    const Value& whole = g.values[unbinds[0]->inputs[0]];
+    EXPECT_EQ(whole.results[0].shape, (std::vector<std::int64_t>{batch, length, out}));
+    EXPECT_TRUE(linears.empty());
+    EXPECT_EQ(whole.view, "torch.nn.functional.linear(x, self.w, self.b)");
+    EXPECT_EQ(g.values[unbinds[0]->value].results.size(), static_cast<std::size_t>(length));
+    for (const Op& op : g.ops) {
+      if (op.name == "getitem" && op.inputs[0] == unbinds[0]->value) pieces.push_back(&op);
+    }
+    ASSERT_FALSE(pieces.empty());
+    EXPECT_LT(unbinds[0] - g.ops.data(), pieces[0] - g.ops.data());
+    ASSERT_EQ(pieces.size(), static_cast<std::size_t>(length));
+    for (const Op* piece : pieces) {
       // Each step reads its slice of the whole, rows length * out apart, and so do its chunks.
-      const Value& slice = g.values[select->value];
+      const Value& slice = g.values[piece->value];
       EXPECT_EQ(slice.results[0].stride, (std::vector<std::int64_t>{length * out, 1}));
       const std::string t = slice.name.substr(std::string("linear").size());
       const Value& first = g.values[g.find("first" + t)];

@@ -343,8 +343,9 @@ def test_a_recurrences_input_projection_is_one_linear_of_every_step(agent, tmp_p
     assert r["correct"] and r["violations"] == [], r.get("reason")
     model = (tmp_path / "ws" / "model_new.py").read_text()
     assert model.count("self.proj.weight") == 2, model  # its parameter, and one GEMM
-    assert "F.linear(x, self.proj.weight, self.proj.bias)" in model, model
-    assert model.count("_of_every_slice.select(1, ") == 4, model
+    # The steps' pieces of it come from one unbind (a getitem each is no op for the guard).
+    assert "linear(x, self.proj.weight, self.proj.bias).unbind(1)" in model, model
+    assert model.count("_of_every_slice_steps[") == 4 and "_slice.select(" not in model, model
 
 
 ATTENTION = """b, s, _ = x.shape
