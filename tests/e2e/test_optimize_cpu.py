@@ -416,12 +416,44 @@ def test_a_candidate_that_fails_gives_way_to_its_fallback(agent, tmp_path):
     assert episode["final"]["correct"]
 
 
+def aten_ops_of(call) -> tuple[object, list[str]]:
+    """call()'s result and the aten ops it dispatches, by name, in order (what the evaluator's
+    guard sees)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    names: list[str] = []
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            names.append(func.name())
+            return func(*args, **(kwargs or {}))
+
+    with Ops():
+        result = call()
+    return result, names
+
+
+def built_copy_kernel(agent, tmp_path: Path) -> Path:
+    """The pipeline's copy kernel as optimize writes it (for a reshape of a transposed view),
+    in tmp_path/ws, built into a shared library as the evaluator builds CPU kernels."""
+    import subprocess
+
+    task = tmp_path / "copy.py"
+    task.write_text(SMALL_TASK.format(parameters="", batch=4, inputs="torch.randn(batch, 6, 10)",
+                                      body="return torch.relu(x.transpose(1, 2).reshape(-1))"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "compile")
+    assert result.returncode == 0, why(result, r)
+    library = tmp_path / "copy.so"
+    subprocess.run(["g++", "-O2", "-std=c++17", "-fopenmp", "-fPIC", "-shared", "-o", str(library),
+                    str(tmp_path / "ws" / "kernels" / "strided_copy.cpp")], check=True)
+    return library
+
+
 def test_a_weight_read_by_several_linears_is_transposed_once(agent, tmp_path, monkeypatch):
     # An unrolled recurrence applies one linear at each step: F.linear of a matrix is the
     # weight's transpose and an addmm, two ops for the evaluator's guard at every step; the
     # candidate takes the transpose once a forward and still matches the task.
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     task = tmp_path / "recurrence.py"
     task.write_text(SMALL_TASK.format(
@@ -433,25 +465,14 @@ def test_a_weight_read_by_several_linears_is_transposed_once(agent, tmp_path, mo
     assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [] and r["warnings"] == [], r
 
-    class Ops(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.names = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names.append(func.name())
-            return func(*args, **(kwargs or {}))
-
     monkeypatch.syspath_prepend(str(tmp_path / "ws"))
     module = caller_arguments(tmp_path / "ws", [], monkeypatch)
     model = module.ModelNew().to("meta")
-    ops = Ops()
-    with ops:
-        model(torch.empty(8, 64, device="meta"))
+    _, ops = aten_ops_of(lambda: model(torch.empty(8, 64, device="meta")))
     # Four linears, three transposes: one of the step's weight for the two linears of the
     # recurrence's state, and one each where a linear reads its weight alone (the first step's,
     # of the input, whose bias the kernel after it adds, and the output's); unshared, four.
-    assert ops.names.count("aten::t") == 3, ops.names
+    assert ops.count("aten::t") == 3, ops
     source = (tmp_path / "ws" / "model_new.py").read_text()
     assert "t_p_step_weight = self.step.weight.t()" in source, source
 
@@ -462,19 +483,10 @@ def test_the_copy_kernel_moves_any_strided_layout(agent, tmp_path):
     # and 4-byte units, or leaves element by element (misaligned starts, strided inner dims).
     import ctypes
     import random
-    import subprocess
 
     import torch
 
-    task = tmp_path / "copy.py"
-    task.write_text(SMALL_TASK.format(parameters="", batch=4, inputs="torch.randn(batch, 6, 10)",
-                                      body="return torch.relu(x.transpose(1, 2).reshape(-1))"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "compile")
-    assert result.returncode == 0, why(result, r)
-    library = tmp_path / "copy.so"
-    subprocess.run(["g++", "-O2", "-std=c++17", "-fopenmp", "-fPIC", "-shared", "-o", str(library),
-                    str(tmp_path / "ws" / "kernels" / "strided_copy.cpp")], check=True)
-    copy = ctypes.CDLL(str(library)).strided_copy
+    copy = ctypes.CDLL(str(built_copy_kernel(agent, tmp_path))).strided_copy
     copy.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 21 + [ctypes.c_void_p]
     rng = random.Random(7)
     for case in range(60):
@@ -506,34 +518,15 @@ def test_the_copy_kernels_cat_and_stack_match_torch_and_make_no_views(agent, tmp
     # result's allocation), where a view of each part or slice would be one more op each for the
     # evaluator's guard.
     import random
-    import subprocess
     import sys
 
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    task = tmp_path / "copy.py"
-    task.write_text(SMALL_TASK.format(parameters="", batch=4, inputs="torch.randn(batch, 6, 10)",
-                                      body="return torch.relu(x.transpose(1, 2).reshape(-1))"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "compile")
-    assert result.returncode == 0, why(result, r)
-    library = tmp_path / "copy.so"
-    subprocess.run(["g++", "-O2", "-std=c++17", "-fopenmp", "-fPIC", "-shared", "-o", str(library),
-                    str(tmp_path / "ws" / "kernels" / "strided_copy.cpp")], check=True)
-    monkeypatch.setenv("CUDA_AGENT_KERNEL_LIB", str(library))
+    monkeypatch.setenv("CUDA_AGENT_KERNEL_LIB", str(built_copy_kernel(agent, tmp_path)))
     monkeypatch.syspath_prepend(str(tmp_path / "ws"))
     for name in ("utils", "utils.kernels", "synth_copy"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     import synth_copy
-
-    class Ops(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.names = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names.append(func.name())
-            return func(*args, **(kwargs or {}))
 
     rng = random.Random(11)
     for case in range(40):
@@ -551,12 +544,11 @@ def test_the_copy_kernels_cat_and_stack_match_torch_and_make_no_views(agent, tmp
             part = part[tuple(slice(1, 1 + n) for n in own)]
             parts.append(part.transpose(0, -1).contiguous().transpose(0, -1)
                          if rng.random() < 0.3 else part)
-        ops = Ops()
-        with ops:
-            got = synth_copy.stack(parts, dim) if stacking else synth_copy.cat(parts, dim)
+        got, ops = aten_ops_of(lambda: synth_copy.stack(parts, dim) if stacking
+                               else synth_copy.cat(parts, dim))
         want = torch.stack(parts, dim) if stacking else torch.cat(parts, dim)
         assert got.is_contiguous() and torch.equal(got, want), (case, stacking, dim, shape)
-        assert ops.names == ["aten::empty.memory_format"], (case, ops.names)
+        assert ops == ["aten::empty.memory_format"], (case, ops)
     with pytest.raises(ValueError, match="stack of shapes"):
         synth_copy.stack([torch.zeros(2, 3), torch.zeros(3, 2)])
     with pytest.raises(ValueError, match="cat of shapes"):
