@@ -515,6 +515,37 @@ struct Kernel {
   std::string entry;
 };
 
+/// argument with every {"ref": name} of names renamed.
+void rename_refs(json* argument, const std::map<std::string, std::string>& names) {
+  if (argument->is_object() && argument->contains("ref")) {
+    if (auto it = names.find((*argument)["ref"].get<std::string>()); it != names.end()) {
+      (*argument)["ref"] = it->second;
+    }
+    return;
+  }
+  if (argument->is_structured()) {
+    for (json& item : *argument) rename_refs(&item, names);
+  }
+}
+
+/// sub, a step's graph, with its inputs named by position (read0, read1, ...): the kernel's
+/// caller then names what it reads so, and the same ops over reads of the same types (each
+/// step of an unrolled recurrence) write the same files, which the pipeline builds and calls as
+/// one kernel.
+Graph by_position(Graph sub) {
+  std::map<std::string, std::string> names;
+  for (std::size_t k = 0; k < sub.values.size(); ++k) {
+    if (sub.values[k].kind != "input") continue;
+    names[sub.values[k].name] = "read" + std::to_string(k);
+    sub.values[k].name = names[sub.values[k].name];
+  }
+  for (Op& op : sub.ops) {
+    rename_refs(&op.args, names);
+    rename_refs(&op.kwargs, names);
+  }
+  return sub;
+}
+
 /// The first of the one-kernel plans (elementwise, rows, window, scan) that takes step's run,
 /// with the entry its kernel defines; the refusal names every plan's reason.
 Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::string& device,
@@ -525,7 +556,7 @@ Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::stri
       {"fused_rows", synthesize_rows},
       {"fused_pool", synthesize_pool},
       {"fused_scan", synthesize_scan}};
-  const Graph sub = step_graph(graph, step);
+  const Graph sub = by_position(step_graph(graph, step));
   std::vector<std::string> refusals;
   for (const auto& [entry, synthesize] : kPlans) {
     kernel->files = {};
@@ -768,6 +799,7 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
   std::vector<std::string> problems;
   // The strided views copied into contiguous memory so far: later steps read the copy.
   std::map<int, std::string> copies;
+  std::map<std::string, std::size_t> kernel_of_files;  // the kernels made, by their files
   // A weight that several linears of matrices read (an unrolled recurrence's) is transposed
   // once at the top of forward, not by each: a view op fewer a step for the evaluator's guard.
   std::map<int, int> weight_reads;
@@ -845,6 +877,22 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
       first = last;
     }
     for (Kernel& kernel : made) {
+      copy(kernel.step.copied);
+      std::vector<std::string> reads, outs, names;
+      for (int read : kernel.step.reads) reads.push_back(variable(graph, read, copies));
+      for (int out : kernel.step.outputs) outs.push_back(variable(graph, out, copies));
+      for (int op : kernel.step.ops) names.push_back(graph.ops[op].name);
+      // A kernel whose files an earlier step's kernel wrote already is that kernel.
+      std::string identity = kernel.entry;
+      for (const auto& [path, text] : kernel.files.files) identity += "\n" + path + "\n" + text;
+      const auto [known, fresh] = kernel_of_files.emplace(identity, kernel_count);
+      const std::string index = std::to_string(known->second);
+      if (!fresh) {
+        calls += "        " + join(outs, ", ") + " = self._kernels[" + index + "](" +
+                 join(reads, ", ") + ")\n";
+        summary.push_back(join(names, ", ") + " (" + kernel.entry + "_k" + index + ")");
+        continue;
+      }
       const std::string suffix = "_k" + std::to_string(kernel_count);
       const std::string module = "synth_kernel" + std::to_string(kernel_count);
       for (const auto& [path, text] : kernel.files.files) {
@@ -859,14 +907,8 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
       }
       imports += "import " + module + "\n";
       kernels_made += module + ".ModelNew(), ";
-      copy(kernel.step.copied);
-      std::vector<std::string> reads, outs;
-      for (int read : kernel.step.reads) reads.push_back(variable(graph, read, copies));
-      for (int out : kernel.step.outputs) outs.push_back(variable(graph, out, copies));
-      calls += "        " + join(outs, ", ") + " = self._kernels[" + std::to_string(kernel_count) +
-               "](" + join(reads, ", ") + ")\n";
-      std::vector<std::string> names;
-      for (int op : kernel.step.ops) names.push_back(graph.ops[op].name);
+      calls += "        " + join(outs, ", ") + " = self._kernels[" + index + "](" +
+               join(reads, ", ") + ")\n";
       summary.push_back(join(names, ", ") + " (" + kernel.entry + suffix + ")");
       ++kernel_count;
     }

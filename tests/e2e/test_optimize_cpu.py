@@ -346,6 +346,10 @@ def test_a_recurrences_input_projection_is_one_linear_of_every_step(agent, tmp_p
     # The steps' pieces of it come from one unbind (a getitem each is no op for the guard).
     assert "linear(x, self.proj.weight, self.proj.bias).unbind(1)" in model, model
     assert model.count("_of_every_slice_steps[") == 4 and "_slice.select(" not in model, model
+    # The four steps' gate kernels are the same kernel, built once and called at each step.
+    kernels = sorted(p.name for p in (tmp_path / "ws" / "kernels").glob("fused_*"))
+    assert kernels == ["fused_elementwise_k0.cpp", "fused_elementwise_k1.cpp"], kernels
+    assert model.count("= self._kernels[1](") == 4, model
 
 
 ATTENTION = """b, s, _ = x.shape
