@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU call's worth of kernel work: times the synthesizer's kernels for the tasks in
 # $KERNEL_TASKS ("all": the whole built-in suite) beside eager and torch.compile
-# (synth_kernels.py, at most $KERNEL_S seconds; CONFIGS=1: every launch configuration; PROFILE=1:
+# (synth_kernels.py, at most $KERNEL_S seconds; CONFIGS=1: every launch configuration; CONFIG_IDS:
+# these ids set on every kernel besides, for a pipeline's kernels; PROFILE=1:
 # the kernels each side runs, by torch.profiler; TF32=1: the candidate in TF32), runs each
 # configuration of the kernels of the tasks in $SANITIZE_TASKS once under compute-sanitizer's
 # $SANITIZE tool (memcheck by default; at most $SANITIZE_S seconds), then the tasks in
@@ -23,7 +24,7 @@ if [ -n "${KERNEL_TASKS:-}" ]; then
   only=(--only $KERNEL_TASKS)
   [ "$KERNEL_TASKS" = all ] && only=()
   OUT=$kernels timeout "${KERNEL_S:-420}" python3 bench/synth_kernels.py --jobs "${JOBS:-8}" \
-    --gpu-jobs "${GPU_JOBS:-3}" --reps "${REPS:-15}" ${CONFIGS:+--configs} ${PROFILE:+--profile} \
+    --gpu-jobs "${GPU_JOBS:-3}" --reps "${REPS:-15}" ${CONFIGS:+--configs} ${CONFIG_IDS:+--config-ids $CONFIG_IDS} ${PROFILE:+--profile} \
     ${TF32:+--tf32} "${only[@]}" \
     > "$results/synth_kernels.txt" 2>&1
   echo "synth_kernels: exit $?"

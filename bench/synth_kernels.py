@@ -93,9 +93,12 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
     sys.path.insert(0, workspace)
     import model_new  # noqa: E402 (the workspace is on the path only now)
 
-    # The kernels' configuration setters model_new.py binds (<entry>_config).
-    setters = [getattr(model_new, name) for name in dir(model_new)
-               if name.endswith("_config") and callable(getattr(model_new, name))]
+    # The kernels' configuration setters (<entry>_config) that model_new.py binds, or a
+    # pipeline's kernel modules (synth_kernel<k>.py) do.
+    modules = [model_new] + [m for name, m in sorted(sys.modules.items())
+                             if name.startswith("synth_kernel")]
+    setters = [getattr(m, name) for m in modules for name in dir(m)
+               if name.endswith("_config") and callable(getattr(m, name))]
 
     def use(config: int) -> None:
         for setter in setters:
@@ -225,6 +228,9 @@ def prepare(task: Path, args: argparse.Namespace, work: Path) -> dict:
         return dict(row, outcome="no_candidate", reason=" ".join(made.stderr.split())[-300:])
     configs = json.loads(made.stdout).get("configs", [])
     row["configs"] = configs if args.configs else configs[:1]
+    # A pipeline offers its default alone: --config-ids sets each of its kernels so in turn.
+    row["configs"] += [{"id": i, "label": f"config {i}"} for i in args.config_ids
+                       if i not in [c["id"] for c in row["configs"]]]
     lib = workspace / "build" / "libkernels.so"
     lib.parent.mkdir(exist_ok=True)
     sources = sorted(str(p) for p in (workspace / "kernels").glob("*.cu"))
@@ -355,6 +361,10 @@ def main() -> int:
     parser.add_argument("--configs", action="store_true",
                         help="time every launch configuration the kernels take (what the tuner "
                              "tries), the fastest being the candidate's time")
+    parser.add_argument("--config-ids", type=int, nargs="*", default=[],
+                        help="configuration ids to time besides the default, each set on every "
+                             "kernel of the candidate (a pipeline's kernels offer no "
+                             "configurations of the candidate's own)")
     parser.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                         help="check every configuration once under this compute-sanitizer tool "
                              "instead of timing")

@@ -286,6 +286,10 @@ std::string cpu_source(const AttentionPlan& plan, const std::string& head) {
          element_type(plan.dtype) + " T;\n#define SA_D " + n(plan.head_dim) + "\n#define SA_DV " +
          n(plan.value_dim) +
          "\n\n"
+         "extern \"C\" int fused_attention_config(int64_t config) {  // one schedule\n"
+         "  (void)config;\n"
+         "  return 0;\n"
+         "}\n\n"
          "extern \"C\" int fused_attention(" +
          entry_params(plan) +
          ") {\n"
@@ -338,11 +342,15 @@ std::string cpu_source(const AttentionPlan& plan, const std::string& head) {
 }
 
 // The CUDA kernel, after the plan's definitions (T, SA_D, SA_DV, SA_MMA_TYPES, SaArgs and
-// sa_score): a block of 4 warps takes 64 queries of one (batch, head) and walks the keys 64 at
-// a time. The keys and values of the next step are on their way into shared memory (cp.async,
+// sa_score): a block of 4 warps takes 64 or 128 queries of one (batch, head) and walks the keys
+// 64 at a time. The keys and values of the next step are on their way into shared memory (cp.async,
 // two stages) while the warps compute on this one's; each row there is padded by 8 elements, so
 // that the 8 rows an ldmatrix phase reads fall in distinct banks.
-const char* const kCudaKernel = R"(#define SA_BM 64            // queries a block
+const char* const kCudaKernel =
+    R"(// MT m-tiles of 16 queries a warp: a block of 4 warps takes 64 MT queries. With two, each
+// key and value fragment a warp reads from shared memory feeds twice the products; they need
+// registers for twice the scores and outputs, which head dims up to 64 leave.
+#define SA_MT (SA_D <= 64 && SA_DV <= 64 ? 2 : 1)
 #define SA_BN 64            // keys a step
 #define SA_LDK (SA_D + 8)   // a query's or key's row in shared memory
 #define SA_LDV (SA_DV + 8)  // a value's row
@@ -405,16 +413,19 @@ SA_FN void sa_tile(uint16_t* s, int ld, const uint16_t* base, int64_t rs, int64_
   }
 }
 
+template <int MT>
 static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bool vk, bool vv) {
+  constexpr int BM = 64 * MT;  // queries a block
   extern __shared__ __align__(16) uint16_t sa_smem[];
-  uint16_t* qs = sa_smem;                  // SA_BM x SA_LDK
-  uint16_t* ks = qs + SA_BM * SA_LDK;      // two stages of SA_BN x SA_LDK
+  uint16_t* qs = sa_smem;                  // BM x SA_LDK
+  uint16_t* ks = qs + BM * SA_LDK;      // two stages of SA_BN x SA_LDK
   uint16_t* vs = ks + 2 * SA_BN * SA_LDK;  // two stages of SA_BN x SA_LDV
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;  // a fragment's row group and the thread in it
-  const int r0 = warp * 16 + g;           // this thread's rows of the block: r0 and r0 + 8
+  // This thread's rows of the block in m-tile mt: r0 + 16 mt and r0 + 16 mt + 8.
+  const int r0 = warp * 16 * MT + g;
   const int li = lane & 7, lm = lane >> 3;  // the row and the tile this lane names to ldmatrix
-  const int64_t m0 = (int64_t)blockIdx.x * SA_BM;
+  const int64_t m0 = (int64_t)blockIdx.x * BM;
   const int64_t steps = (a.Lk + SA_BN - 1) / SA_BN;
   const uint16_t* q = reinterpret_cast<const uint16_t*>(a.q);
   const uint16_t* kt = reinterpret_cast<const uint16_t*>(a.kt);
@@ -432,26 +443,36 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
                             a.vs[2], a.vs[3], a.Lk - n0, vv);
     };
     __syncthreads();  // the previous (batch, head)'s reads of shared memory are done
-    sa_tile<SA_BM, SA_D>(qs, SA_LDK, q + b * a.qs[0] + h * a.qs[1] + m0 * a.qs[2], a.qs[2],
+    sa_tile<BM, SA_D>(qs, SA_LDK, q + b * a.qs[0] + h * a.qs[1] + m0 * a.qs[2], a.qs[2],
                          a.qs[3], a.Lq - m0, vq);
     sa_commit();
     load(0);
     sa_commit();
     sa_wait_but_newest();  // the queries
     __syncthreads();
-    uint32_t qf[SA_D / 16][4];
+    uint32_t qf[MT][SA_D / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < SA_D / 16; ++kk) {
-      const uint16_t* p = qs + r0 * SA_LDK + kk * 16 + 2 * t;
-      qf[kk][0] = sa_word_at(p);
-      qf[kk][1] = sa_word_at(p + 8 * SA_LDK);
-      qf[kk][2] = sa_word_at(p + 8);
-      qf[kk][3] = sa_word_at(p + 8 * SA_LDK + 8);
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int kk = 0; kk < SA_D / 16; ++kk) {
+        const uint16_t* p = qs + (r0 + 16 * mt) * SA_LDK + kk * 16 + 2 * t;
+        qf[mt][kk][0] = sa_word_at(p);
+        qf[mt][kk][1] = sa_word_at(p + 8 * SA_LDK);
+        qf[mt][kk][2] = sa_word_at(p + 8);
+        qf[mt][kk][3] = sa_word_at(p + 8 * SA_LDK + 8);
+      }
     }
-    float o[SA_DV / 8][4];
+    float o[MT][SA_DV / 8][4];
+    float mx[MT][2], l[MT][2];
 #pragma unroll
-    for (int dt = 0; dt < SA_DV / 8; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-    float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int dt = 0; dt < SA_DV / 8; ++dt) {
+        o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.0f;
+      }
+      mx[mt][0] = mx[mt][1] = -INFINITY;
+      l[mt][0] = l[mt][1] = 0.0f;
+    }
     for (int64_t st = 0; st < steps; ++st) {
       if (st + 1 < steps) load(st + 1);  // into the stage the last step read
       sa_commit();                         // (empty on the last step)
@@ -465,21 +486,29 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
       // row: no maximum, no exponential, no product. Rows and keys past the end count as hidden.
       bool hidden = true;
 #pragma unroll
-      for (int nt = 0; nt < SA_BN / 8; ++nt) {
+      for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t i = m0 + r0 + (e >> 1) * 8, j = n0 + nt * 8 + 2 * t + (e & 1);
-          hidden = hidden && (i >= a.Lq || j >= a.Lk || sa_hidden(a, b, h, i, j));
+        for (int nt = 0; nt < SA_BN / 8; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t i = m0 + r0 + 16 * mt + (e >> 1) * 8, j = n0 + nt * 8 + 2 * t + (e & 1);
+            hidden = hidden && (i >= a.Lq || j >= a.Lk || sa_hidden(a, b, h, i, j));
+          }
         }
       }
       if (__syncthreads_and(hidden)) continue;  // nothing read this stage: no barrier owed
 #endif
-      // The scores of this warp's 16 queries and the step's 64 keys. One ldmatrix gives the
+      // The scores of this warp's queries and the step's 64 keys. One ldmatrix gives the
       // second operand of two neighbouring 8-key tiles: tile m of lane l is keys
       // 16 np + 8 (m / 2) + (l % 8), dims 16 kk + 8 (m % 2).
-      float s[SA_BN / 8][4];
+      float s[MT][SA_BN / 8][4];
 #pragma unroll
-      for (int nt = 0; nt < SA_BN / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < SA_BN / 8; ++nt) {
+          s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+        }
+      }
 #pragma unroll
       for (int kk = 0; kk < SA_D / 16; ++kk) {
 #pragma unroll
@@ -487,47 +516,53 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
           uint32_t kf[4];
           sa_ldmatrix4<false>(kf, kst + (np * 16 + (lm >> 1) * 8 + li) * SA_LDK + kk * 16 +
                                       (lm & 1) * 8);
-          sa_mma(s[2 * np], qf[kk], kf[0], kf[1]);
-          sa_mma(s[2 * np + 1], qf[kk], kf[2], kf[3]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            sa_mma(s[mt][2 * np], qf[mt][kk], kf[0], kf[1]);
+            sa_mma(s[mt][2 * np + 1], qf[mt][kk], kf[2], kf[3]);
+          }
         }
       }
-      // f of each score; a key past the end scores -inf. The tensors f reads are read at the
-      // last query for rows past the end, whose results nothing stores.
 #pragma unroll
-      for (int nt = 0; nt < SA_BN / 8; ++nt) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t i = m0 + r0 + (e >> 1) * 8, j = n0 + nt * 8 + 2 * t + (e & 1);
-          s[nt][e] = j < a.Lk ? sa_score(a, s[nt][e], b, h, i < a.Lq ? i : a.Lq - 1, j)
-                              : -INFINITY;
-        }
-      }
-      // The online softmax of each of the thread's two rows: the 4 threads of a row group
-      // hold its 64 scores between them.
-#pragma unroll
-      for (int hr = 0; hr < 2; ++hr) {
-        float top = mx[hr];
-#pragma unroll
-        for (int nt = 0; nt < SA_BN / 8; ++nt)
-          top = fmaxf(top, fmaxf(s[nt][2 * hr], s[nt][2 * hr + 1]));
-        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-        top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-        // A row masked so far has nothing to shift by: its exponentials are 0.
-        const float base = top == -INFINITY ? 0.0f : top;
-        const float alpha = __expf(mx[hr] - base);
-        mx[hr] = top;
-        float sum = 0.0f;
+      for (int mt = 0; mt < MT; ++mt) {
+        // f of each score; a key past the end scores -inf. The tensors f reads are read at the
+        // last query for rows past the end, whose results nothing stores.
 #pragma unroll
         for (int nt = 0; nt < SA_BN / 8; ++nt) {
-          s[nt][2 * hr] = __expf(s[nt][2 * hr] - base);
-          s[nt][2 * hr + 1] = __expf(s[nt][2 * hr + 1] - base);
-          sum += s[nt][2 * hr] + s[nt][2 * hr + 1];
-        }
-        l[hr] = l[hr] * alpha + sum;  // this thread's part of the row's sum
 #pragma unroll
-        for (int dt = 0; dt < SA_DV / 8; ++dt) {
-          o[dt][2 * hr] *= alpha;
-          o[dt][2 * hr + 1] *= alpha;
+          for (int e = 0; e < 4; ++e) {
+            const int64_t i = m0 + r0 + 16 * mt + (e >> 1) * 8, j = n0 + nt * 8 + 2 * t + (e & 1);
+            s[mt][nt][e] = j < a.Lk ? sa_score(a, s[mt][nt][e], b, h, i < a.Lq ? i : a.Lq - 1, j)
+                                    : -INFINITY;
+          }
+        }
+        // The online softmax of each of the thread's two rows: the 4 threads of a row group
+        // hold its 64 scores between them.
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          float top = mx[mt][hr];
+#pragma unroll
+          for (int nt = 0; nt < SA_BN / 8; ++nt)
+            top = fmaxf(top, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
+          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+          top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+          // A row masked so far has nothing to shift by: its exponentials are 0.
+          const float base = top == -INFINITY ? 0.0f : top;
+          const float alpha = __expf(mx[mt][hr] - base);
+          mx[mt][hr] = top;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < SA_BN / 8; ++nt) {
+            s[mt][nt][2 * hr] = __expf(s[mt][nt][2 * hr] - base);
+            s[mt][nt][2 * hr + 1] = __expf(s[mt][nt][2 * hr + 1] - base);
+            sum += s[mt][nt][2 * hr] + s[mt][nt][2 * hr + 1];
+          }
+          l[mt][hr] = l[mt][hr] * alpha + sum;  // this thread's part of the row's sum
+#pragma unroll
+          for (int dt = 0; dt < SA_DV / 8; ++dt) {
+            o[mt][dt][2 * hr] *= alpha;
+            o[mt][dt][2 * hr + 1] *= alpha;
+          }
         }
       }
       // o += P V: two neighbouring 16 x 8 tiles of scores are one 16 x 16 first operand. One
@@ -535,33 +570,44 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
       // of lane l is keys 16 kc + 8 (m % 2) + (l % 8), dims 16 dp + 8 (m / 2).
 #pragma unroll
       for (int kc = 0; kc < SA_BN / 16; ++kc) {
-        const uint32_t pa[4] = {sa_word(s[2 * kc][0], s[2 * kc][1], (const T*)0),
-                                sa_word(s[2 * kc][2], s[2 * kc][3], (const T*)0),
-                                sa_word(s[2 * kc + 1][0], s[2 * kc + 1][1], (const T*)0),
-                                sa_word(s[2 * kc + 1][2], s[2 * kc + 1][3], (const T*)0)};
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          pa[mt][0] = sa_word(s[mt][2 * kc][0], s[mt][2 * kc][1], (const T*)0);
+          pa[mt][1] = sa_word(s[mt][2 * kc][2], s[mt][2 * kc][3], (const T*)0);
+          pa[mt][2] = sa_word(s[mt][2 * kc + 1][0], s[mt][2 * kc + 1][1], (const T*)0);
+          pa[mt][3] = sa_word(s[mt][2 * kc + 1][2], s[mt][2 * kc + 1][3], (const T*)0);
+        }
 #pragma unroll
         for (int dp = 0; dp < SA_DV / 16; ++dp) {
           uint32_t vf[4];
           sa_ldmatrix4<true>(vf, vst + (kc * 16 + (lm & 1) * 8 + li) * SA_LDV + dp * 16 +
                                      (lm >> 1) * 8);
-          sa_mma(o[2 * dp], pa, vf[0], vf[1]);
-          sa_mma(o[2 * dp + 1], pa, vf[2], vf[3]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            sa_mma(o[mt][2 * dp], pa[mt], vf[0], vf[1]);
+            sa_mma(o[mt][2 * dp + 1], pa[mt], vf[2], vf[3]);
+          }
         }
       }
       __syncthreads();  // every warp is done with this stage before it is refilled
     }
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 1);
-      l[hr] += __shfl_xor_sync(0xffffffffu, l[hr], 2);
-      const int64_t i = m0 + r0 + hr * 8;
-      if (i >= a.Lq) continue;
-      // A row masked whole is NaN, as torch's softmax makes it: 0 / 0.
-      T* row = a.out + (bh * a.Lq + i) * SA_DV;
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int dt = 0; dt < SA_DV / 8; ++dt) {
-        *reinterpret_cast<uint32_t*>(row + dt * 8 + 2 * t) =
-            sa_word(o[dt][2 * hr] / l[hr], o[dt][2 * hr + 1] / l[hr], (const T*)0);
+      for (int hr = 0; hr < 2; ++hr) {
+        float sum = l[mt][hr];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const int64_t i = m0 + r0 + 16 * mt + hr * 8;
+        if (i >= a.Lq) continue;
+        // A row masked whole is NaN, as torch's softmax makes it: 0 / 0.
+        T* row = a.out + (bh * a.Lq + i) * SA_DV;
+#pragma unroll
+        for (int dt = 0; dt < SA_DV / 8; ++dt) {
+          *reinterpret_cast<uint32_t*>(row + dt * 8 + 2 * t) =
+              sa_word(o[mt][dt][2 * hr] / sum, o[mt][dt][2 * hr + 1] / sum, (const T*)0);
+        }
       }
     }
   }
@@ -572,6 +618,28 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
 static bool sa_rows16(const void* p, int64_t sb, int64_t sh, int64_t sr, int64_t se) {
   return se == 1 && reinterpret_cast<uintptr_t>(p) % 16 == 0 && sb % 8 == 0 && sh % 8 == 0 &&
          sr % 8 == 0;
+}
+)";
+
+// The configuration: -1, m-tiles a warp by the head dims (SA_MT); 1 or 2, that many.
+const char* const kCudaLaunch = R"(
+static int sa_config = -1;
+extern "C" int fused_attention_config(int64_t config) {
+  sa_config = config == 1 || config == 2 ? (int)config : -1;
+  return 0;
+}
+
+template <int MT>
+static int sa_launch(const SaArgs& a, bool vq, bool vk, bool vv, cudaStream_t st) {
+  const int64_t tiles = (a.Lq + 64 * MT - 1) / (64 * MT);
+  if (tiles > INT32_MAX) return (int)cudaErrorInvalidValue;
+  const size_t bytes = sizeof(uint16_t) * ((64 * MT + 2 * SA_BN) * SA_LDK + 2 * SA_BN * SA_LDV);
+  const cudaError_t e = cudaFuncSetAttribute(
+      sa_attention<MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+  if (e != cudaSuccess) return (int)e;
+  const dim3 grid((unsigned)tiles, (unsigned)(a.B * a.H < 65535 ? a.B * a.H : 65535));
+  sa_attention<MT><<<grid, 128, bytes, st>>>(a, vq, vk, vv);
+  return (int)cudaGetLastError();
 }
 )";
 
@@ -618,28 +686,20 @@ std::string cuda_source(const AttentionPlan& plan, const std::string& head) {
          dtype_helpers("cuda") + kExpressionHelpers + "typedef " + element_type(plan.dtype) +
          " T;\n#define SA_D " + n(plan.head_dim) + "\n#define SA_DV " + n(plan.value_dim) +
          "\n#define SA_MMA_TYPES \"" + (plan.dtype == "bfloat16" ? "bf16.bf16" : "f16.f16") +
-         "\"\n\n" + args + score + kCudaKernel + "\nextern \"C\" int fused_attention(" +
-         entry_params(plan) +
+         "\"\n\n" + args + score + kCudaKernel + kCudaLaunch +
+         "\nextern \"C\" int fused_attention(" + entry_params(plan) +
          ") {\n"
          "  cudaStream_t st = (cudaStream_t)stream;\n"
          "  const int64_t rows = B * H * Lq;\n"
          "  if (rows == 0) return 0;\n"
          "  if (Lk == 0)  // no keys: softmax(empty) @ V(empty) is zeros\n"
          "    return (int)cudaMemsetAsync(out, 0, sizeof(T) * rows * SA_DV, st);\n"
-         "  const int64_t tiles = (Lq + SA_BM - 1) / SA_BM;\n"
-         "  if (tiles > INT32_MAX) return (int)cudaErrorInvalidValue;\n"
          "  SaArgs a;\n" +
          fill +
-         "  const size_t bytes = sizeof(uint16_t) * ((SA_BM + 2 * SA_BN) * SA_LDK + 2 * SA_BN * "
-         "SA_LDV);\n"
-         "  cudaError_t e = cudaFuncSetAttribute(sa_attention, "
-         "cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);\n"
-         "  if (e != cudaSuccess) return (int)e;\n"
-         "  const dim3 grid((unsigned)tiles, (unsigned)(B * H < 65535 ? B * H : 65535));\n"
-         "  sa_attention<<<grid, 128, bytes, st>>>(a, sa_rows16(q, q0, q1, q2, q3),\n"
-         "                                         sa_rows16(kt, k0, k1, k3, k2),\n"
-         "                                         sa_rows16(v, v0, v1, v2, v3));\n"
-         "  return (int)cudaGetLastError();\n"
+         "  const int mt = sa_config > 0 ? sa_config : SA_MT;\n"
+         "  const bool vq = sa_rows16(q, q0, q1, q2, q3), vk = sa_rows16(kt, k0, k1, k3, k2),\n"
+         "             vv = sa_rows16(v, v0, v1, v2, v3);\n"
+         "  return mt == 2 ? sa_launch<2>(a, vq, vk, vv, st) : sa_launch<1>(a, vq, vk, vv, st);\n"
          "}\n";
 }
 
@@ -661,10 +721,9 @@ std::string attention_model_source(const Graph& graph, const AttentionPlan& plan
          "import torch\nimport torch.nn as nn\n\nfrom utils.kernels import load\n\n"
          "lib = load()\n"
          "fused_attention = lib.bind(\"fused_attention\", *[\"tensor\"] * " +
-         n(4 + extras) + ", *[\"i64\"] * " + n(16 + 4 * extras) +
-         ", \"stream\")\n"
-         "HEAD_DIM, VALUE_DIM = " +
-         n(plan.head_dim) + ", " + n(plan.value_dim) +
+         n(4 + extras) + ", *[\"i64\"] * " + n(16 + 4 * extras) + ", \"stream\")\n" +
+         model_config_source("fused_attention") + "HEAD_DIM, VALUE_DIM = " + n(plan.head_dim) +
+         ", " + n(plan.value_dim) +
          "  # the kernel's, fixed when it was written\n\n\n"
          "def strides4(own, stride, shape):\n"
          "    \"\"\"The strides of a tensor of shape own and strides stride against shape, which "
@@ -714,7 +773,11 @@ Status synthesize_attention(const Graph& graph, const std::string& device, Candi
   candidate
       ->files[device == "cuda" ? "kernels/fused_attention.cu" : "kernels/fused_attention.cpp"] =
       kernel;
-  candidate->configs = {{-1, "64 queries a block, 64 keys a step"}};
+  candidate->configs = {{-1, "m-tiles a warp by the head dims, 64 keys a step"}};
+  if (device == "cuda") {
+    candidate->configs.push_back({1, "64 queries a block (16 a warp), 64 keys a step"});
+    candidate->configs.push_back({2, "128 queries a block (32 a warp), 64 keys a step"});
+  }
   candidate->pattern = sha256_hex(kernel);
   candidate->shape_class = "attention of head dim " + n(plan.head_dim);
   return Status::OK();

@@ -5,17 +5,20 @@
 /// it once per op of f, the softmax and the second GEMM; the fused kernel keeps a block of
 /// queries' scores on chip and never writes them.
 ///
-/// On CUDA (sm_80 and later) the kernel is flash attention's: a block takes 64 queries of one
-/// (batch, head), a warp 16 of them, and walks the keys 64 at a time. Both products run on the
+/// On CUDA (sm_80 and later) the kernel is flash attention's: a block takes 128 queries of one
+/// (batch, head), a warp 32 of them, where the head dims are at most 64 (each key and value
+/// fragment read from shared memory then feeds two products), else 64 and 16; it walks the
+/// keys 64 at a time; configurations 1 and 2 set 16 or 32 queries a warp. Both products run on the
 /// tensor cores (mma.sync m16n8k16, float32 accumulators); a row's maximum and sum are carried
 /// along the keys (an online softmax), the output rescaled as the maximum grows, and each
 /// product's scores become the second product's operand in registers. The next step's keys
 /// and values are on their way into shared memory (cp.async) while the warps compute on this
 /// step's, and a step whose keys f's final masked_fill by -inf hides from every query of the
 /// block (a causal mask's future) is skipped. The head dim is a compile-time constant (a
-/// multiple of 16, up to 128); batch and sequence lengths are the kernel's arguments. Q, K, V and the tensors of f are read through strides (a transposed view
-/// in place, 0 along a broadcast dim), 16 bytes at a time where the layout allows. On the CPU
-/// (OpenMP) a thread takes a query row: its scores in float32, then the softmax and the sum.
+/// multiple of 16, up to 128); batch and sequence lengths are the kernel's arguments. Q, K, V and
+/// the tensors of f are read through strides (a transposed view in place, 0 along a broadcast dim),
+/// 16 bytes at a time where the layout allows. On the CPU (OpenMP) a thread takes a query row: its
+/// scores in float32, then the softmax and the sum.
 ///
 /// The pipeline (pipeline.h) runs each such group of ops as a step of its own.
 #pragma once

@@ -601,7 +601,7 @@ std::string renamed(const std::string& text, const std::string& entry, const std
       {"fused_rows", std::regex(R"(\bfused_rows(?=\b|_config\b))")},
       {"fused_pool", std::regex(R"(\bfused_pool(?=\b|_config\b))")},
       {"fused_scan", std::regex(R"(\bfused_scan(?=\b|_config\b))")},
-      {"fused_attention", std::regex(R"(\bfused_attention\b)")}};
+      {"fused_attention", std::regex(R"(\bfused_attention(?=\b|_config\b))")}};
   return std::regex_replace(text, patterns.at(entry), entry + suffix);
 }
 
