@@ -100,6 +100,59 @@ TEST(Pipeline, ItStillFiresOnAnotherShape) {
   EXPECT_TRUE(c.files.count("kernels/fused_rows_k1.cpp"));
 }
 
+/// a * sigmoid(b) of the halves a and b of linear(x) (a GLU over a GEMM's result); `also` names
+/// another reader of a, if any: "output" (the task returns a too) or "linear" (a GEMM reads it).
+json gated_halves(int rows, int half, const std::string& also) {
+  json chunk = node("chunk", "aten.chunk.default", {ref("linear"), 2, -1},
+                    json::array({{rows, half}, {rows, half}}), json::array({"float32", "float32"}));
+  chunk["stride"] = json::array({{2 * half, 1}, {2 * half, 1}});
+  json first = node("a", "operator.getitem", {ref("chunk"), 0}, {rows, half});
+  json second = node("b", "operator.getitem", {ref("chunk"), 1}, {rows, half});
+  first["stride"] = second["stride"] = {2 * half, 1};
+  json nodes = {node("linear", "aten.linear.default", {ref("x"), ref("p_w")}, {rows, 2 * half}),
+                chunk,
+                first,
+                second,
+                node("sigmoid", "aten.sigmoid.default", {ref("b")}, {rows, half}),
+                node("mul", "aten.mul.Tensor", {ref("a"), ref("sigmoid")}, {rows, half})};
+  json outputs = {"mul"};
+  if (also == "output") outputs.push_back("a");
+  if (also == "linear") {
+    nodes.push_back(node("linear_1", "aten.linear.default", {ref("a"), ref("p_v")}, {rows, 3}));
+    outputs.push_back("linear_1");
+  }
+  return graph(
+      {tensor_input("x", "input", {rows, 5}), tensor_input("p_w", "parameter", {2 * half, 5}, "w"),
+       tensor_input("p_v", "parameter", {3, half}, "v")},
+      nodes, outputs);
+}
+
+TEST(Pipeline, ASplitThatOnlyKernelsReadInPlaceMakesNoViews) {
+  for (const std::string device : {"cpu", "cuda"}) {
+    for (auto [rows, half] : {std::pair{4, 6}, std::pair{7, 33}}) {  // a perturbed shape too
+      Candidate c;
+      Status s = synthesize_pipeline(read(gated_halves(rows, half, "")), device, &c);
+      ASSERT_TRUE(s.ok()) << s.message();
+      const std::string& model = c.files["model_new.py"];
+      EXPECT_NE(model.find("v_chunk = synth_piece.chunk(v_linear, 2, -1)"), std::string::npos)
+          << model;
+      EXPECT_NE(model.find("import synth_piece"), std::string::npos) << model;
+      EXPECT_EQ(model.find("v_linear.chunk("), std::string::npos) << model;
+      EXPECT_TRUE(c.files.count("synth_piece.py"));
+    }
+  }
+  // A piece the task returns, or a GEMM reads, is a tensor: the split stays torch's view op.
+  for (const std::string also : {"output", "linear"}) {
+    Candidate c;
+    Status s = synthesize_pipeline(read(gated_halves(4, 6, also)), "cpu", &c);
+    ASSERT_TRUE(s.ok()) << s.message();
+    const std::string& model = c.files["model_new.py"];
+    EXPECT_NE(model.find("v_chunk = v_linear.chunk(2, -1)"), std::string::npos) << also << model;
+    EXPECT_EQ(model.find("synth_piece"), std::string::npos) << also << model;
+    EXPECT_FALSE(c.files.count("synth_piece.py"));
+  }
+}
+
 TEST(Pipeline, ConvolutionsAndViewsAreStepsOfTheirOwn) {
   // conv2d -> flatten -> relu: the flatten is a view, the relu the kernel.
   json doc = graph({tensor_input("p_w", "parameter", {8, 3, 3, 3}, "conv.weight"),

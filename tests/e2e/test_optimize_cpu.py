@@ -352,6 +352,53 @@ def test_a_recurrences_input_projection_is_one_linear_of_every_step(agent, tmp_p
     assert model.count("= self._kernels[1](") == 4, model
 
 
+def test_the_pieces_of_a_chunk_only_kernels_read_are_made_without_views(agent, tmp_path,
+                                                                         monkeypatch):
+    # Each step's halves of its projection feed the gate kernel alone, which reads them in place:
+    # the kernel takes them as pieces (a shape, strides and an address), so that a forward
+    # dispatches no split for the evaluator's guard; the pieces are torch's, by shape, strides
+    # and address, for any split or chunk.
+    import random
+
+    import torch
+
+    task = tmp_path / "recurrence.py"
+    task.write_text(SMALL_TASK.format(
+        parameters="        self.proj = nn.Linear(12, 16)\n"
+                   "        self.rec = nn.Linear(8, 8, bias=False)\n",
+        body=RECURRENCE, batch=5, inputs="torch.randn(batch, 4, 12)"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, why(result, r)
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    model = (tmp_path / "ws" / "model_new.py").read_text()
+    assert model.count("synth_piece.chunk(") == 4 and ".chunk(2, 1)" not in model, model
+    monkeypatch.syspath_prepend(str(tmp_path / "ws"))
+    module = caller_arguments(tmp_path / "ws", [], monkeypatch)
+    candidate = module.ModelNew().to("meta")
+    _, ops = aten_ops_of(lambda: candidate(torch.empty(5, 4, 12, device="meta")))
+    assert not [op for op in ops if op.startswith(("aten::split", "aten::chunk"))], ops
+
+    import synth_piece
+    rng = random.Random(3)
+    for case in range(40):
+        shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+        t = torch.randn(shape).transpose(0, -1)[..., rng.randint(0, shape[0] - 1):]
+        dim = rng.randrange(-t.dim(), t.dim())
+        if rng.random() < 0.4:
+            how = ("chunk", rng.randint(1, 5))
+        elif rng.random() < 0.5:
+            how = ("split", rng.randint(1, 5))
+        else:
+            size, cuts = t.shape[dim], sorted(rng.randint(0, t.shape[dim]) for _ in range(2))
+            how = ("split", [cuts[0], cuts[1] - cuts[0], size - cuts[1]])
+        theirs = getattr(t, how[0])(how[1], dim)
+        ours = getattr(synth_piece, how[0])(t, how[1], dim)
+        assert len(ours) == len(theirs), (case, how)
+        for a, b in zip(ours, theirs):
+            assert (a.shape, a.stride(), a.data_ptr(), a.dtype, a.device) == \
+                (b.shape, b.stride(), b.data_ptr(), b.dtype, b.device), (case, how)
+
+
 ATTENTION = """b, s, _ = x.shape
         q, k, v = x.view(b, s, 3, 2, 32).permute(2, 0, 3, 1, 4).unbind(0)
         scores = torch.matmul(q, k.transpose(-2, -1)) * 0.17 + self.bias
@@ -658,6 +705,8 @@ def caller_arguments(workspace: Path, calls: list[tuple], monkeypatch) -> object
     kernels.load = lambda: types.SimpleNamespace(bind=bind)
     monkeypatch.setitem(sys.modules, "utils", types.ModuleType("utils"))
     monkeypatch.setitem(sys.modules, "utils.kernels", kernels)
+    for name in [name for name in sys.modules if name.startswith("synth_")]:
+        monkeypatch.delitem(sys.modules, name)  # another workspace's pipeline modules
     spec = importlib.util.spec_from_file_location("caller_model_new", workspace / "model_new.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

