@@ -1,6 +1,7 @@
 #include "synth/pool_plan.h"
 
 #include <algorithm>
+#include <regex>
 #include <set>
 
 #include "synth/element_lines.h"
@@ -240,6 +241,17 @@ Status plan_pool(const Graph& graph, PoolPlan* plan) {
     return Status::InvalidArgument("no pooling plan:\n  " + join(problems, "\n  "));
   }
   p.ops.insert(p.ops.begin() + static_cast<std::ptrdiff_t>(p.before.size()), op.name);
+  for (const ElementInput& in : p.inputs) {
+    // Its dims lined up from the right with its side's, the last `spatial` of which are D, H, W.
+    const std::vector<std::int64_t>& shape = graph.values[in.value].results[0].shape;
+    const std::size_t side = (in.after ? p.output_shape : in_shape).size();
+    bool constant = true;
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      const std::size_t at = side - shape.size() + d;  // its dim's position on the side
+      constant = constant && (at + p.spatial < side || shape[d] == 1);
+    }
+    p.constant_in_space.push_back(constant);
+  }
   *plan = std::move(p);
   return Status::OK();
 }
@@ -253,23 +265,54 @@ std::string offset(std::size_t k, const char* d, const char* h, const char* w) {
          "_sh + " + w + " * " + in + "_sw";
 }
 
-/// The loads of the inputs of one side, at its position.
-std::string loads(const PoolPlan& plan, bool after, const std::string& indent) {
-  std::string s;
+/// One side's loads and lines, split by where they run: `once` those that depend only on
+/// inputs the same along every spatial dim (read at the thread's n and c), worked out once a
+/// thread; `each` the rest, at every element (before the pooling) or output (after it).
+struct SideCode {
+  std::string once, each;
+};
+
+SideCode side_code(const PoolPlan& plan, bool after, const std::string& indent) {
+  static const std::regex kName(R"(\b[a-z_][a-z_0-9]*\b)");
+  static const std::regex kOwn(R"(in[0-9]+|[ab][0-9]+)");
+  static const std::set<std::string> kPosition = {"d", "h", "w",      "od",  "oh", "ow",
+                                                  "q", "j", "pooled", "acc", "sum"};
+  std::set<std::string> constant;  // variables worked out once
+  SideCode code;
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     if (plan.inputs[k].after != after) continue;
-    s += indent + "const float in" + n(k) + " = sa_load(in" + n(k) + "_data[" +
-         (after ? offset(k, "od", "oh", "ow") : offset(k, "d", "h", "w")) + "]);\n";
+    const bool once = k < plan.constant_in_space.size() && plan.constant_in_space[k];
+    const std::string in = "in" + n(k);
+    const std::string at = once    ? "n * " + in + "_sn + c * " + in + "_sc"
+                           : after ? offset(k, "od", "oh", "ow")
+                                   : offset(k, "d", "h", "w");
+    (once ? code.once : code.each) +=
+        indent + "const float " + in + " = sa_load(" + in + "_data[" + at + "]);\n";
+    if (once) constant.insert(in);
   }
-  return s;
+  for (const std::string& line : after ? plan.after : plan.before) {
+    // "const float bK = <expression>;": once where every variable the expression names is.
+    const std::size_t eq = line.find(" = ");
+    const std::string head = line.substr(0, eq), expression = line.substr(eq + 3);
+    const std::string name = head.substr(head.rfind(' ') + 1);
+    bool once = true;
+    for (auto it = std::sregex_iterator(expression.begin(), expression.end(), kName);
+         once && it != std::sregex_iterator(); ++it) {
+      const std::string word = it->str();
+      if (kPosition.count(word)) once = false;
+      if (std::regex_match(word, kOwn) && !constant.count(word)) once = false;
+    }
+    if (once) constant.insert(name);
+    (once ? code.once : code.each) += indent + line + "\n";
+  }
+  return code;
 }
 
-/// The code after a pooled value is known, for output ow: the ops after the pooling, the store.
+/// The code after a pooled value is known, for output ow: the ops after the pooling (less those
+/// worked out once a thread), the store.
 std::string epilogue(const PoolPlan& plan, const std::string& indent) {
-  std::string s = loads(plan, true, indent);
-  for (const std::string& line : plan.after) s += indent + line + "\n";
-  return s + indent + "sa_store(out + row * OW + ow, " + rounded(plan.result, plan.output_dtype) +
-         ");\n";
+  return side_code(plan, true, indent).each + indent + "sa_store(out + row * OW + ow, " +
+         rounded(plan.result, plan.output_dtype) + ");\n";
 }
 
 /// An adaptive average's outputs, one at a time: each walks its own window, whose bounds
@@ -403,10 +446,13 @@ std::string body(const PoolPlan& plan) {
       "    const Ix u = by_od.quot(t);\n"
       "    const Ix od = t - u * OD;\n"
       "    const Ix n = by_c.quot(u), c = u - n * C;\n";
-  std::string element = loads(plan, false, "          ");
-  for (const std::string& line : plan.before) element += "          " + line + "\n";
-  return s +
-         (plan.kind == "adaptive_avg" ? adaptive_body(plan, element) : fixed_body(plan, element));
+  const SideCode before = side_code(plan, false, "          ");
+  // What the thread's windows and outputs share, before them: the ops of per-channel inputs.
+  for (const SideCode& side : {side_code(plan, false, "    "), side_code(plan, true, "    ")}) {
+    s += side.once;
+  }
+  return s + (plan.kind == "adaptive_avg" ? adaptive_body(plan, before.each)
+                                          : fixed_body(plan, before.each));
 }
 
 /// The outputs of a row a thread takes by default. Fixed windows (a pooling's, a filter's)

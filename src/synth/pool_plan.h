@@ -6,7 +6,9 @@
 /// takes one or a few neighbouring output elements of a row (a launch configuration) and walks
 /// their windows, reading each element they share once; neighbouring threads read neighbouring
 /// windows, which overlap in cache. The index of a thread's row is split into (n, c, d, h) by
-/// multiplications, not divisions.
+/// multiplications, not divisions. What depends only on inputs that are the same along every
+/// spatial dim (a batch norm's per-channel scale, 1 / sqrt(var + eps)) is worked out once a
+/// thread, before its windows.
 ///
 /// Every tensor is indexed as (N, C, D, H, W): the pooled input's leading dims are N and C (N
 /// is 1 for an unbatched input), its spatial dims the last of D, H, W. An input is read through
@@ -38,11 +40,15 @@ struct PoolPlan {
   int weight = -1, bias = -1;  // depthwise: the filters (C, 1, ...) and the bias (C) or -1
   std::string weight_dtype = "float32";
   std::vector<ElementInput> inputs;  // in kernel argument order, read as in0, in1, ...
-  std::vector<std::string> before;   // per element read: "const float bK = ...;"
-  std::string pooled;                // the variable of the pooling op's operand
-  bool pooled_exact = true;          // whether it is torch's float32 value bit for bit
-  std::vector<std::string> after;    // per output element: "const float aK = ...;"
-  std::string result;                // the variable stored
+  // Per input: whether it holds one value along every spatial dim (a channel's batch-norm
+  // statistics, (C, 1, 1)), so that it and the lines of such inputs alone are worked out once a
+  // thread, not at every element of its windows or at every output.
+  std::vector<bool> constant_in_space;
+  std::vector<std::string> before;  // per element read: "const float bK = ...;"
+  std::string pooled;               // the variable of the pooling op's operand
+  bool pooled_exact = true;         // whether it is torch's float32 value bit for bit
+  std::vector<std::string> after;   // per output element: "const float aK = ...;"
+  std::string result;               // the variable stored
   std::string output_dtype = "float32";
   std::string pool_dtype = "float32";      // of the pooling op's value
   std::vector<std::string> ops;            // the ops fused, in order

@@ -177,6 +177,59 @@ TEST(SynthPoolPlan, ADepthwiseConvolutionIsAWindowWeightedByItsChannelsFilter) {
   EXPECT_FALSE(s.ok());
 }
 
+TEST(SynthPoolPlan, PerChannelOpsAreWorkedOutOnceAThreadNotAtEveryElement) {
+  // relu6(bn2(depthwise(relu6((x - mean) * rsqrt(var + eps))))) with per-channel statistics
+  // (C, 1, 1): their rsqrt is the same across a thread's windows and outputs, so it is worked
+  // out before them; x's element and what reads it stay at each element.
+  auto block = [](int channels, int size) {
+    const json shape = {2, channels, size, size};
+    const json channel = {channels, 1, 1};
+    return read(
+        graph({tensor_input("x", "input", shape), tensor_input("p_mean", "buffer", channel, "mean"),
+               tensor_input("p_var", "buffer", channel, "var"),
+               tensor_input("p_w", "parameter", {channels, 1, 3, 3}, "conv.weight"),
+               tensor_input("p_scale", "parameter", channel, "scale")},
+              {node("sub", "aten.sub.Tensor", {ref("x"), ref("p_mean")}, shape),
+               node("add", "aten.add.Tensor", {ref("p_var"), 1e-5}, channel),
+               node("rsqrt", "aten.rsqrt.default", {ref("add")}, channel),
+               node("mul", "aten.mul.Tensor", {ref("sub"), ref("rsqrt")}, shape),
+               node("clamp", "aten.hardtanh.default", {ref("mul"), 0.0, 6.0}, shape),
+               node("conv", "aten.conv2d.default",
+                    {ref("clamp"), ref("p_w"), nullptr, {1, 1}, {1, 1}, {1, 1}, channels}, shape),
+               node("add_1", "aten.add.Tensor", {ref("p_var"), 1e-5}, channel),
+               node("rsqrt_1", "aten.rsqrt.default", {ref("add_1")}, channel),
+               node("mul_1", "aten.mul.Tensor", {ref("conv"), ref("rsqrt_1")}, shape),
+               node("scaled", "aten.mul.Tensor", {ref("mul_1"), ref("p_scale")}, shape)},
+              {"scaled"}));
+  };
+  for (auto [channels, size] : {std::pair{8, 16}, std::pair{5, 7}}) {  // a perturbed shape too
+    PoolPlan plan;
+    Status s = plan_pool(block(channels, size), &plan);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(plan.constant_in_space.size(), plan.inputs.size());
+    for (const char* device : {"cpu", "cuda"}) {
+      const std::string source = pool_kernel_source(plan, device);
+      const std::size_t windows = source.find("for (Ix kh = 0;");
+      const std::size_t outputs = source.find("const float pooled = acc[j]");
+      ASSERT_NE(windows, std::string::npos) << source;
+      // Both square roots (before the pooling and after it) come before the windows.
+      std::size_t count = 0;
+      for (std::size_t at = source.find("sqrtf("); at != std::string::npos;
+           at = source.find("sqrtf(", at + 1)) {
+        EXPECT_LT(at, windows) << source;
+        ++count;
+      }
+      EXPECT_EQ(count, 2u) << source;
+      // x is read at each element of the windows; after the pooling nothing is read again.
+      EXPECT_GT(source.find("in0_data[n * in0_sn + c * in0_sc + d * in0_sd"), windows) << source;
+      ASSERT_NE(outputs, std::string::npos) << source;
+      const std::size_t store = source.find("sa_store(out", outputs);
+      EXPECT_EQ(source.substr(outputs, store - outputs).find("sa_load("), std::string::npos)
+          << source;
+    }
+  }
+}
+
 // The pooling kernels split an index into (n, c, d, h) with sa_divider; built with g++ as the
 // CPU backend builds it, its 32-bit quotient must be the division's for every divisor and
 // numerator a launch can give it: divisors 1 to 2^31 - 1, numerators 0 to 2^31 - 1.
