@@ -13,7 +13,11 @@
 /// model_new.py holds the task's parameters and buffers and calls the steps in order; each
 /// kernel's Python lives in a module of its own (synth_kernel<k>.py, imported by model_new.py)
 /// with its own entry in the one kernel library (fused_elementwise_k<k>, fused_rows_k<k>,
-/// fused_pool_k<k>, fused_scan_k<k>).
+/// fused_pool_k<k>, fused_scan_k<k>). Steps whose kernels would be the same files (the steps of
+/// an unrolled recurrence: a kernel's reads are named by position) share one. A split or chunk
+/// whose pieces only row and elementwise kernels read, in place, becomes pieces without views
+/// (synth_piece.py: a shape, strides and an address each), a view op fewer at every call for
+/// the evaluator's dispatch guard.
 /// A strided view (by its recorded strides) that a kernel reads, or a reshape reshapes, is first
 /// copied into contiguous memory by a copy kernel of its own (strided_copy, synth_copy.py).
 /// An attention written out, softmax(f(Q @ K^T)) @ V in float16 or bfloat16 (attention_plan.h),
