@@ -5,10 +5,11 @@ call's arguments) with the kernel itself a no-op, once with the layout worked ou
 candidate runs many small kernels (an unrolled recurrence, say), this host time rather than the
 GPU sets the pace, and torch.compile's generated callers are lean.
 
-Then the aten ops one forward dispatches (views and allocations, library GEMM and convolution),
-counted on the meta device, and what the evaluator's dispatch guard adds to each: every timed
-call of a candidate runs inside it, each aten op passing through Python (a baseline's calls do
-not), so the ops times that cost is host time the candidate pays and eager does not.
+Then the aten ops one forward dispatches (views and allocations, library GEMM and convolution;
+in all and by op), counted on the meta device, and what the evaluator's dispatch guard adds to
+each: every timed call of a candidate runs inside it, each aten op passing through Python (a
+baseline's calls do not), so the ops times that cost is host time the candidate pays and eager
+does not.
 
     python3 bench/wrapper_overhead.py [--tasks level3/010_gru_unrolled ...] [--shrink 8]
     # cpu only (the candidate is written with `optimize --stage compile --device cpu`, the
@@ -84,8 +85,8 @@ def child(workspace: Path, task_path: str, shrink: int, calls: int) -> None:
 
 
 def forward_ops(model, task) -> dict:
-    """The aten ops one forward dispatches, by the guard's kinds, counted on the meta device
-    (every op's dispatch, no op's work: shapes alone)."""
+    """The aten ops one forward dispatches, by the guard's kinds and ("by_name") by op, counted
+    on the meta device (every op's dispatch, no op's work: shapes alone)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -94,10 +95,12 @@ def forward_ops(model, task) -> dict:
     class Counting(TorchDispatchMode):
         def __init__(self) -> None:
             super().__init__()
-            self.ops = {"allowed": 0, "library": 0, "compute": 0}
+            self.ops = {"allowed": 0, "library": 0, "compute": 0, "by_name": {}}
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops[guard.classify_packet(func.name().split(".", 1)[0])] += 1
+            packet = func.name().split(".", 1)[0]
+            self.ops[guard.classify_packet(packet)] += 1
+            self.ops["by_name"][packet] = self.ops["by_name"].get(packet, 0) + 1
             return func(*args, **(kwargs or {}))
 
     model = model.to("meta")
@@ -183,9 +186,12 @@ def main() -> None:
     for result in results:
         forward = result["forward"]
         if forward:
-            ops = sum(forward.values())
+            ops = forward["allowed"] + forward["library"] + forward["compute"]
             result["guard_us"] = ops * per_op
             print(f"{result['task']:40} {ops:>9} {forward['library']:>8} {ops * per_op:>9.1f}")
+            by_name = sorted(forward["by_name"].items(), key=lambda item: -item[1])
+            print("    " + ", ".join(f"{name.removeprefix('aten::')} {count}"
+                                    for name, count in by_name))
     out = bench.results_dir() / "wrapper_overhead.json"
     out.write_text(json.dumps({"shrink": args.shrink, "guard_us_an_op": per_op, "tasks": results},
                               indent=1) + "\n")
