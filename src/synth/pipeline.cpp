@@ -183,10 +183,13 @@ def split(t, split_size, dim=0):
 
 
 def chunk(t, chunks, dim=0):
-    """t.chunk(chunks, dim) as pieces: ceil(size / chunks) each, the last what is left."""
+    """t.chunk(chunks, dim) as pieces: ceil(size / chunks) each, the last what is left (an
+    empty dim: chunks empty pieces)."""
     dim %= t.dim()
     size = t.shape[dim]
-    return split(t, max(-(-size // chunks), 1), dim)
+    if size == 0:
+        return [Piece(t, dim, 0, 0) for _ in range(chunks)]
+    return split(t, -(-size // chunks), dim)
 )";
 
 /// The copy kernel's entry: element i of 6 dims (sizes s) read from in at sum(index_d * t_d) and
