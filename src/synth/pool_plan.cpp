@@ -267,12 +267,14 @@ std::string offset(std::size_t k, const char* d, const char* h, const char* w) {
 
 /// One side's loads and lines, split by where they run: `once` those that depend only on
 /// inputs the same along every spatial dim (read at the thread's n and c), worked out once a
-/// thread; `each` the rest, at every element (before the pooling) or output (after it).
+/// thread; `each` the rest, at every element (before the pooling) or output (after it); each
+/// part at its indent.
 struct SideCode {
   std::string once, each;
 };
 
-SideCode side_code(const PoolPlan& plan, bool after, const std::string& indent) {
+SideCode side_code(const PoolPlan& plan, bool after, const std::string& once_indent,
+                   const std::string& each_indent) {
   static const std::regex kName(R"(\b[a-z_][a-z_0-9]*\b)");
   static const std::regex kOwn(R"(in[0-9]+|[ab][0-9]+)");
   static const std::set<std::string> kPosition = {"d", "h", "w",      "od",  "oh", "ow",
@@ -286,8 +288,8 @@ SideCode side_code(const PoolPlan& plan, bool after, const std::string& indent) 
     const std::string at = once    ? "n * " + in + "_sn + c * " + in + "_sc"
                            : after ? offset(k, "od", "oh", "ow")
                                    : offset(k, "d", "h", "w");
-    (once ? code.once : code.each) +=
-        indent + "const float " + in + " = sa_load(" + in + "_data[" + at + "]);\n";
+    (once ? code.once : code.each) += (once ? once_indent : each_indent) + "const float " + in +
+                                      " = sa_load(" + in + "_data[" + at + "]);\n";
     if (once) constant.insert(in);
   }
   for (const std::string& line : after ? plan.after : plan.before) {
@@ -303,21 +305,22 @@ SideCode side_code(const PoolPlan& plan, bool after, const std::string& indent) 
       if (std::regex_match(word, kOwn) && !constant.count(word)) once = false;
     }
     if (once) constant.insert(name);
-    (once ? code.once : code.each) += indent + line + "\n";
+    (once ? code.once : code.each) += (once ? once_indent : each_indent) + line + "\n";
   }
   return code;
 }
 
-/// The code after a pooled value is known, for output ow: the ops after the pooling (less those
-/// worked out once a thread), the store.
-std::string epilogue(const PoolPlan& plan, const std::string& indent) {
-  return side_code(plan, true, indent).each + indent + "sa_store(out + row * OW + ow, " +
-         rounded(plan.result, plan.output_dtype) + ");\n";
+/// The code after a pooled value is known, for output ow: the ops after the pooling less those
+/// worked out once a thread (after, indented by six), the store.
+std::string epilogue(const PoolPlan& plan, const std::string& after) {
+  return after + "      sa_store(out + row * OW + ow, " + rounded(plan.result, plan.output_dtype) +
+         ");\n";
 }
 
 /// An adaptive average's outputs, one at a time: each walks its own window, whose bounds
 /// depend on the output.
-std::string adaptive_body(const PoolPlan& plan, const std::string& element) {
+std::string adaptive_body(const PoolPlan& plan, const std::string& element,
+                          const std::string& after) {
   const char* dims[3] = {"d", "h", "w"};
   const char* outs[3] = {"od", "oh", "ow"};
   const char* sizes[3] = {"ID", "IH", "IW"};
@@ -341,14 +344,14 @@ std::string adaptive_body(const PoolPlan& plan, const std::string& element) {
   }
   s += loops + element + "          sum += " + plan.pooled + ";\n" + close;
   s += "      const float pooled = sum / (float)((d1 - d0) * (h1 - h0) * (w1 - w0));\n";
-  return s + epilogue(plan, "      ") + "    }\n";
+  return s + epilogue(plan, after) + "    }\n";
 }
 
 /// A fixed window's OPT outputs together. Along D and H they share their window; along W the
 /// thread walks the span their windows cover, reading each element once, and adds it to the
 /// outputs whose windows hold it (which the compiler works out: every bound but the sizes is
 /// a constant). Each output's elements are taken in the order its own window walk would.
-std::string fixed_body(const PoolPlan& plan, const std::string& element) {
+std::string fixed_body(const PoolPlan& plan, const std::string& element, const std::string& after) {
   const auto c = [](std::int64_t v) { return std::to_string(v); };
   const char* dims[3] = {"d", "h", "w"};
   const char* outs[3] = {"od", "oh", "ow"};
@@ -433,7 +436,7 @@ std::string fixed_body(const PoolPlan& plan, const std::string& element) {
     }
     s += "      const float pooled = acc[j] / (float)(" + count + ");\n";
   }
-  return s + epilogue(plan, "      ") + "    }\n";
+  return s + epilogue(plan, after) + "    }\n";
 }
 
 /// The body for work item o: OPT neighbouring output elements of one output row (along W),
@@ -446,13 +449,12 @@ std::string body(const PoolPlan& plan) {
       "    const Ix u = by_od.quot(t);\n"
       "    const Ix od = t - u * OD;\n"
       "    const Ix n = by_c.quot(u), c = u - n * C;\n";
-  const SideCode before = side_code(plan, false, "          ");
+  const SideCode before = side_code(plan, false, "    ", "          ");
+  const SideCode after = side_code(plan, true, "    ", "      ");
   // What the thread's windows and outputs share, before them: the ops of per-channel inputs.
-  for (const SideCode& side : {side_code(plan, false, "    "), side_code(plan, true, "    ")}) {
-    s += side.once;
-  }
-  return s + (plan.kind == "adaptive_avg" ? adaptive_body(plan, before.each)
-                                          : fixed_body(plan, before.each));
+  s += before.once + after.once;
+  return s + (plan.kind == "adaptive_avg" ? adaptive_body(plan, before.each, after.each)
+                                          : fixed_body(plan, before.each, after.each));
 }
 
 /// The outputs of a row a thread takes by default. Fixed windows (a pooling's, a filter's)
