@@ -460,17 +460,24 @@ int matrix_linear_weight(const Graph& graph, const Op& op) {
   return op.inputs[1];
 }
 
+/// op's positional arguments as Python (in args) and its keyword ones ("key=value", in
+/// keywords).
+void python_arguments(const Graph& graph, const Op& op, const std::map<int, std::string>& copies,
+                      std::vector<std::string>* args, std::vector<std::string>* keywords,
+                      std::string* problem) {
+  for (const json& a : op.args) args->push_back(python_argument(graph, a, copies, problem));
+  for (const auto& [key, value] : op.kwargs.items()) {
+    keywords->push_back(key + "=" + python_argument(graph, value, copies, problem));
+  }
+}
+
 /// The Python expression of a library or view op's result. transposed: the variables that hold
 /// a weight's transpose, taken once in forward, by the weight's value.
 std::string step_expression(const Graph& graph, const Op& op,
                             const std::map<int, std::string>& copies,
                             const std::map<int, std::string>& transposed, std::string* problem) {
-  std::vector<std::string> args;
-  for (const json& a : op.args) args.push_back(python_argument(graph, a, copies, problem));
-  std::vector<std::string> keywords;
-  for (const auto& [key, value] : op.kwargs.items()) {
-    keywords.push_back(key + "=" + python_argument(graph, value, copies, problem));
-  }
+  std::vector<std::string> args, keywords;
+  python_arguments(graph, op, copies, &args, &keywords, problem);
   if (const auto t = transposed.find(matrix_linear_weight(graph, op)); t != transposed.end()) {
     // What F.linear runs, less its transpose of the weight on every call.
     const bool bias = args.size() > 2 && args[2] != "None";
@@ -953,11 +960,9 @@ std::set<int> pieced_splits(const Graph& graph, const std::vector<PipelineStep>&
 /// The Python of a view step that pieced_splits took: its pieces without views.
 std::string piece_expression(const Graph& graph, const Op& op,
                              const std::map<int, std::string>& copies, std::string* problem) {
-  std::vector<std::string> args;
-  for (const json& a : op.args) args.push_back(python_argument(graph, a, copies, problem));
-  for (const auto& [key, value] : op.kwargs.items()) {
-    args.push_back(key + "=" + python_argument(graph, value, copies, problem));
-  }
+  std::vector<std::string> args, keywords;
+  python_arguments(graph, op, copies, &args, &keywords, problem);
+  args.insert(args.end(), keywords.begin(), keywords.end());
   return "synth_piece." + op.name + "(" + join(args, ", ") + ")";
 }
 
@@ -1031,15 +1036,12 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
       std::string identity = kernel.entry;
       for (const auto& [path, text] : kernel.files.files) identity += "\n" + path + "\n" + text;
       const auto [known, fresh] = kernel_of_files.emplace(identity, kernel_count);
-      const std::string index = std::to_string(known->second);
-      if (!fresh) {
-        calls += "        " + join(outs, ", ") + " = self._kernels[" + index + "](" +
-                 join(reads, ", ") + ")\n";
-        summary.push_back(join(names, ", ") + " (" + kernel.entry + "_k" + index + ")");
-        continue;
-      }
-      const std::string suffix = "_k" + std::to_string(kernel_count);
-      const std::string module = "synth_kernel" + std::to_string(kernel_count);
+      const std::string index = std::to_string(known->second), suffix = "_k" + index;
+      calls += "        " + join(outs, ", ") + " = self._kernels[" + index + "](" +
+               join(reads, ", ") + ")\n";
+      summary.push_back(join(names, ", ") + " (" + kernel.entry + suffix + ")");
+      if (!fresh) continue;
+      const std::string module = "synth_kernel" + index;
       for (const auto& [path, text] : kernel.files.files) {
         if (path == "model_new.py") {
           candidate->files[module + ".py"] = renamed(text, kernel.entry, suffix);
@@ -1052,9 +1054,6 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
       }
       imports += "import " + module + "\n";
       kernels_made += module + ".ModelNew(), ";
-      calls += "        " + join(outs, ", ") + " = self._kernels[" + index + "](" +
-               join(reads, ", ") + ")\n";
-      summary.push_back(join(names, ", ") + " (" + kernel.entry + suffix + ")");
       ++kernel_count;
     }
   }
