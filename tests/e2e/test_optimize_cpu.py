@@ -332,27 +332,35 @@ RECURRENCE = """h = torch.tanh(x[:, 0, :8])
         return torch.stack(states, dim=1)"""
 
 
-def test_a_recurrences_input_projection_is_one_linear_of_every_step(agent, tmp_path):
-    task = tmp_path / "recurrence.py"
+@pytest.fixture(scope="module")
+def verified_recurrence(agent, tmp_path_factory) -> Path:
+    """The workspace of RECURRENCE optimized and verified (a four-step recurrence of a GEMM and
+    a gate kernel, its input projection halved by a chunk at each step)."""
+    base = tmp_path_factory.mktemp("recurrence")
+    task = base / "recurrence.py"
     task.write_text(SMALL_TASK.format(
         parameters="        self.proj = nn.Linear(12, 16)\n"
                    "        self.rec = nn.Linear(8, 8, bias=False)\n",
         body=RECURRENCE, batch=5, inputs="torch.randn(batch, 4, 12)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    result, r = optimize(agent, task, base / "ws", "--stage", "verify")
     assert result.returncode == 0, why(result, r)
     assert r["correct"] and r["violations"] == [], r.get("reason")
-    model = (tmp_path / "ws" / "model_new.py").read_text()
+    return base / "ws"
+
+
+def test_a_recurrences_input_projection_is_one_linear_of_every_step(verified_recurrence):
+    model = (verified_recurrence / "model_new.py").read_text()
     assert model.count("self.proj.weight") == 2, model  # its parameter, and one GEMM
     # The steps' pieces of it come from one unbind (a getitem each is no op for the guard).
     assert "linear(x, self.proj.weight, self.proj.bias).unbind(1)" in model, model
     assert model.count("_of_every_slice_steps[") == 4 and "_slice.select(" not in model, model
     # The four steps' gate kernels are the same kernel, built once and called at each step.
-    kernels = sorted(p.name for p in (tmp_path / "ws" / "kernels").glob("fused_*"))
+    kernels = sorted(p.name for p in (verified_recurrence / "kernels").glob("fused_*"))
     assert kernels == ["fused_elementwise_k0.cpp", "fused_elementwise_k1.cpp"], kernels
     assert model.count("= self._kernels[1](") == 4, model
 
 
-def test_the_pieces_of_a_chunk_only_kernels_read_are_made_without_views(agent, tmp_path,
+def test_the_pieces_of_a_chunk_only_kernels_read_are_made_without_views(verified_recurrence,
                                                                          monkeypatch):
     # Each step's halves of its projection feed the gate kernel alone, which reads them in place:
     # the kernel takes them as pieces (a shape, strides and an address), so that a forward
@@ -362,18 +370,10 @@ def test_the_pieces_of_a_chunk_only_kernels_read_are_made_without_views(agent, t
 
     import torch
 
-    task = tmp_path / "recurrence.py"
-    task.write_text(SMALL_TASK.format(
-        parameters="        self.proj = nn.Linear(12, 16)\n"
-                   "        self.rec = nn.Linear(8, 8, bias=False)\n",
-        body=RECURRENCE, batch=5, inputs="torch.randn(batch, 4, 12)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
-    model = (tmp_path / "ws" / "model_new.py").read_text()
+    model = (verified_recurrence / "model_new.py").read_text()
     assert model.count("synth_piece.chunk(") == 4 and ".chunk(2, 1)" not in model, model
-    monkeypatch.syspath_prepend(str(tmp_path / "ws"))
-    module = caller_arguments(tmp_path / "ws", [], monkeypatch)
+    monkeypatch.syspath_prepend(str(verified_recurrence))
+    module = caller_arguments(verified_recurrence, [], monkeypatch)
     candidate = module.ModelNew().to("meta")
     _, ops = aten_ops_of(lambda: candidate(torch.empty(5, 4, 12, device="meta")))
     assert not [op for op in ops if op.startswith(("aten::split", "aten::chunk"))], ops
