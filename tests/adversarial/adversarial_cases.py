@@ -183,6 +183,8 @@ ALL_ATTEMPTS: list[Attempt] = [
             violation("timed_output_mismatch"), FULL),
     Attempt("T7", "cpp-warmup-count", "T7_cpp_warmup_count", SBR, ENFORCE,
             violation("timed_output_mismatch"), FULL),
+    Attempt("T7", "python-timed-fallback", "T7_python_timed_fallback", SBR, ENFORCE,
+            violation("torch_compute_op"), FULL),
     *both_modes("T8", "python-argv", "T8_python_argv", SBR,
                 violation("forbidden_import"), violation("timed_output_mismatch"), stage=FULL),
     *both_modes("T8", "cpp-cmdline", "T8_cpp_cmdline", SBR,
