@@ -60,8 +60,16 @@ constexpr std::pair<const char*, int> kCallCosts[] = {
     {"erff(", 25}, {"tanhf(", 20}, {"expf(", 10}, {"logf(", 15},  {"log1pf(", 20}, {"powf(", 40},
     {"sinf(", 20}, {"cosf(", 20},  {"sqrtf(", 8}, {"sa_div(", 3}, {" / ", 10}};
 constexpr int kCheapVector = 100;
+/// The floats a thread may hold loaded at once: a 512-thread block leaves each thread 128
+/// registers. The kernel loads every input's vectors before it computes, so inputs x vectors x
+/// lanes past this spill to local memory: the unrolled GRU's gate kernel with its two biases'
+/// pieces (13 inputs) at four vectors of four a thread spilled 1.7 KB a thread (ptxas -v) and
+/// took 34 us a step where it had taken 4.6 with 7 inputs (H200).
+constexpr int kLoadRegisters = 128;
 
 int default_unroll(const ElementwisePlan& plan, int lanes) {
+  if (static_cast<int>(plan.inputs.size()) * lanes * kUnrolls[1] > kLoadRegisters)
+    return kUnrolls[0];
   int cost = 0;
   // Lines with one value a row count too: on an H200, a batch norm whose 1 / sqrt(var + eps)
   // was computed once a thread still ran slower at one vector a thread than at four

@@ -176,15 +176,19 @@ TEST(SynthRewrite, ALinearRunsInTheLibraryAndItsBiasJoinsTheFusedOps) {
   for (auto [rows, k, features] : {std::tuple{64, 32, 48}, std::tuple{7, 5, 3}}) {
     Graph g = linear_gelu(rows, k, features, /*bias=*/true);
     auto applied = rewrite_graph(&g);
-    ASSERT_EQ(applied.size(), 1u);
-    EXPECT_EQ(applied[0].name, "library_op");
+    // The bias leaves the linear for an addition gelu's kernel makes, then the GEMM of a task
+    // input becomes the library's.
+    ASSERT_EQ(applied.size(), 2u);
+    EXPECT_EQ(applied[0].name, "linear_bias");
+    EXPECT_EQ(applied[1].name, "library_op");
     EXPECT_EQ(op_names(g), (std::vector<std::string>{"add", "gelu"}));
     const Value& product = g.values[g.ops[0].inputs[0]];
     EXPECT_EQ(value_expression(product), "torch.nn.functional.linear(x, self.weight)");
     EXPECT_EQ(product.results[0].shape, (std::vector<std::int64_t>{rows, features}));
     EXPECT_EQ(g.values[g.ops[0].inputs[1]].name, "p_bias");
-    EXPECT_EQ(g.values[g.ops[0].value].name, "linear");  // gelu reads the sum, as it read linear
-    EXPECT_EQ(forward_parameters(g), ", x");             // the product is no input of its own
+    EXPECT_EQ(g.values[g.ops[0].value].name, "linear_biased");  // gelu reads the sum
+    EXPECT_EQ(g.ops[1].inputs[0], g.ops[0].value);
+    EXPECT_EQ(forward_parameters(g), ", x");  // the product is no input of its own
     EXPECT_NE(module_state_source(g).find("self.weight = nn.Parameter"), std::string::npos);
   }
 }
@@ -576,14 +580,16 @@ TEST(SynthRewrite, LinearsOfEverySliceAlongADimAreOneLinearOfTheWhole) {
       if (op.name == "select") ADD_FAILURE() << "a select of the whole for each step";
       if (op.name == "unbind") unbinds.push_back(&op);
     }
-    // One unbind, along the steps' dim, of one GEMM of every slice's rows (the bias too, in the
-    // library's epilogue), before any step reads a piece of it; the GEMM of a task input runs
-    // in the library as a view of it.
+    // One unbind, along the steps' dim, of one GEMM of every slice's rows, before any step
+    // reads a piece of it; the GEMM of a task input runs in the library as a view of it, and
+    // its bias joins the additions that read its pieces.
     ASSERT_EQ(unbinds.size(), 1u);
     const Value& whole = g.values[unbinds[0]->inputs[0]];
     EXPECT_EQ(whole.results[0].shape, (std::vector<std::int64_t>{batch, length, out}));
     EXPECT_TRUE(linears.empty());
-    EXPECT_EQ(whole.view, "torch.nn.functional.linear(x, self.w, self.b)");
+    EXPECT_EQ(whole.view, "torch.nn.functional.linear(x, self.w)");
+    ASSERT_GE(applied.size(), 2u);
+    EXPECT_EQ(applied[1].name, "linear_bias") << applied[1].detail;
     EXPECT_EQ(g.values[unbinds[0]->value].results.size(), static_cast<std::size_t>(length));
     for (const Op& op : g.ops) {
       if (op.name == "getitem" && op.inputs[0] == unbinds[0]->value) pieces.push_back(&op);
@@ -606,7 +612,7 @@ TEST(SynthRewrite, LinearsOfEverySliceAlongADimAreOneLinearOfTheWhole) {
 TEST(SynthRewrite, LinearsOfSomeSlicesOrOfFeatureSlicesAreLeftAlone) {
   const auto linears = [](const Graph& g) {
     return std::count_if(g.ops.begin(), g.ops.end(),
-                         [](const Op& op) { return op.name == "linear" && op.inputs.size() == 3; });
+                         [](const Op& op) { return op.name == "linear"; });
   };
   Graph part = projected_steps(8, 4, 16, 12, 1, {0, 1, 3});  // slice 2 is nobody's
   rewrite_graph(&part);
@@ -637,6 +643,95 @@ Graph zero_sum(int rows, int cols, const std::string& op, bool swapped,
                      node("sum", "aten." + op + ".Tensor", sum_args, zeros),
                      node("relu", "aten.relu.default", {ref("sum")}, zeros)},
                     {"relu"}));
+}
+
+/// relu(x) (so that the linear reads an op's result and stays an op), a linear of it with a
+/// bias chunked in three along `dim`, and its pieces read by sigmoid(p0) * tanh(p1) + p2 (or
+/// `last` for the third piece's op).
+Graph gated_linear(int batch, int features, int out, int dim, const std::string& dtype = "float32",
+                   const std::string& last = "aten.add.Tensor") {
+  const std::vector<int> projected = {batch, out};
+  std::vector<int> third = projected;
+  third[(dim + 2) % 2] /= 3;
+  json input = tensor_input("x", "input", {batch, features});
+  json w = tensor_input("p_w", "parameter", {out, features}, "w");
+  json b = tensor_input("p_b", "parameter", {out}, "b");
+  for (json* t : {&input, &w, &b}) (*t)["dtype"] = dtype;
+  json nodes =
+      json::array({node("relu", "aten.relu.default", {ref("x")}, {batch, features}, dtype),
+                   node("linear", "aten.linear.default", {ref("relu"), ref("p_w"), ref("p_b")},
+                        projected, dtype),
+                   node("chunk", "aten.chunk.default", {ref("linear"), 3, dim},
+                        json::array({third, third, third}), json::array({dtype, dtype, dtype})),
+                   node("p0", "operator.getitem", {ref("chunk"), 0}, third, dtype),
+                   node("p1", "operator.getitem", {ref("chunk"), 1}, third, dtype),
+                   node("p2", "operator.getitem", {ref("chunk"), 2}, third, dtype),
+                   node("gate", "aten.sigmoid.default", {ref("p0")}, third, dtype),
+                   node("cell", "aten.tanh.default", {ref("p1")}, third, dtype),
+                   node("product", "aten.mul.Tensor", {ref("gate"), ref("cell")}, third, dtype)});
+  if (last == "aten.add.Tensor") {
+    nodes.push_back(node("out", last, {ref("product"), ref("p2")}, third, dtype));
+  } else {  // the third piece reduced over its rows, then added
+    std::vector<int> row = third;
+    row[0] = 1;
+    nodes.push_back(node("reduced", last, {ref("p2"), json::array({0}), true}, row, dtype));
+    nodes.push_back(node("out", "aten.add.Tensor", {ref("product"), ref("reduced")}, third, dtype));
+  }
+  return read(graph({input, w, b}, nodes, {"out"}));
+}
+
+TEST(SynthRewrite, ALinearsBiasJoinsTheElementwiseOpsThatReadItsPieces) {
+  for (auto [batch, features, out] : {std::tuple{16, 32, 48}, std::tuple{5, 7, 9}}) {  // perturbed
+    Graph g = gated_linear(batch, features, out, -1);
+    const auto applied = rewrite_graph(&g);
+    ASSERT_FALSE(applied.empty());
+    EXPECT_EQ(applied[0].name, "linear_bias") << applied[0].detail;
+    // The GEMM without its bias: a plain mm for the library.
+    const Op* linear = nullptr;
+    for (const Op& op : g.ops) linear = op.name == "linear" ? &op : linear;
+    ASSERT_NE(linear, nullptr);
+    EXPECT_TRUE(linear->args[2].is_null());
+    EXPECT_EQ(linear->inputs.size(), 2u);
+    // The bias in the same three pieces, along its one dim, made before anything reads them.
+    const int bias = g.find("p_b");
+    const Op* bias_chunk = nullptr;
+    for (const Op& op : g.ops)
+      bias_chunk = op.name == "chunk" && op.inputs[0] == bias ? &op : bias_chunk;
+    ASSERT_NE(bias_chunk, nullptr);
+    EXPECT_EQ(bias_chunk->args[1], 3);
+    EXPECT_EQ(bias_chunk->args[2], 0);
+    EXPECT_EQ(g.values[bias_chunk->value].results[0].shape, (std::vector<std::int64_t>{out / 3}));
+    // Each piece k of the GEMM's result gains the bias's piece k, and its reader reads the sum.
+    for (const char* piece : {"p0", "p1", "p2"}) {
+      const int p = g.find(piece);
+      const Op* add = nullptr;
+      for (const Op& op : g.ops) add = op.name == "add" && op.inputs[0] == p ? &op : add;
+      ASSERT_NE(add, nullptr) << piece;
+      const Op& item = g.ops[g.values[add->inputs[1]].op];
+      EXPECT_EQ(item.name, "getitem");
+      EXPECT_EQ(item.inputs[0], bias_chunk->value);
+      EXPECT_EQ(item.args[1], g.ops[g.values[p].op].args[1]) << piece;
+      EXPECT_LT(g.values[p].op, g.values[add->value].op);
+      std::size_t readers_of_piece = 0;
+      for (const Op& op : g.ops) {
+        if (&op != add && std::count(op.inputs.begin(), op.inputs.end(), p)) ++readers_of_piece;
+      }
+      EXPECT_EQ(readers_of_piece, 0u) << piece << " is read past its bias";
+    }
+  }
+}
+
+TEST(SynthRewrite, ALinearWhosePiecesAReductionReadsOrOf16BitsKeepsItsBias) {
+  const auto keeps_bias = [](Graph g) {
+    rewrite_graph(&g);
+    for (const Op& op : g.ops) {
+      if (op.name == "linear") return !op.args[2].is_null();
+    }
+    return false;
+  };
+  EXPECT_TRUE(keeps_bias(gated_linear(16, 32, 48, -1, "float16")));
+  EXPECT_TRUE(keeps_bias(gated_linear(16, 32, 48, -1, "float32", "aten.sum.dim_IntList")));
+  EXPECT_FALSE(keeps_bias(gated_linear(16, 32, 48, -1)));
 }
 
 TEST(SynthRewrite, ASumWithZerosIsTheOtherOperandItself) {

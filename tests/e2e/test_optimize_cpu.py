@@ -352,7 +352,12 @@ def test_a_recurrences_input_projection_is_one_linear_of_every_step(verified_rec
     model = (verified_recurrence / "model_new.py").read_text()
     assert model.count("self.proj.weight") == 2, model  # its parameter, and one GEMM
     # The steps' pieces of it come from one unbind (a getitem each is no op for the guard).
-    assert "linear(x, self.proj.weight, self.proj.bias).unbind(1)" in model, model
+    assert "linear(x, self.proj.weight).unbind(1)" in model, model
+    # Its bias is added in the gate kernels, each half of it to the half of the GEMM's slice
+    # that reads it: pieces of the bias, made without views once a forward.
+    assert model.count("synth_piece.chunk(self.proj.bias, 2, 0)") == 1, model
+    for call in (line for line in model.splitlines() if "= self._kernels[1](" in line):
+        assert "_bias_pieces0_0" in call and "_bias_pieces0_1" in call, call
     assert model.count("_of_every_slice_steps[") == 4 and "_slice.select(" not in model, model
     # The four steps' gate kernels are the same kernel, built once and called at each step.
     kernels = sorted(p.name for p in (verified_recurrence / "kernels").glob("fused_*"))
@@ -371,7 +376,8 @@ def test_the_pieces_of_a_chunk_only_kernels_read_are_made_without_views(verified
     import torch
 
     model = (verified_recurrence / "model_new.py").read_text()
-    assert model.count("synth_piece.chunk(") == 4 and ".chunk(2, 1)" not in model, model
+    # four steps' projections, and the bias the gate kernels add
+    assert model.count("synth_piece.chunk(") == 5 and ".chunk(2, 1)" not in model, model
     monkeypatch.syspath_prepend(str(verified_recurrence))
     module = caller_arguments(verified_recurrence, [], monkeypatch)
     candidate = module.ModelNew().to("meta")
