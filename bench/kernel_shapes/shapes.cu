@@ -36,20 +36,32 @@ static float time_ms(std::function<void()> f) {
   std::sort(t.begin(), t.end()); return t[t.size() / 2];
 }
 // One tile of T * U * 4 floats from base: each thread loads its U float4s, then stores them.
-template <int T, int U>
+// C, the cache policy: 0 plain loads and __stwb stores (as generated), 1 __ldcs and __stcs
+// (streaming, evict first), 2 __ldg and __stcs, 3 plain loads and plain stores.
+template <int C> __device__ float4 load4(const float* p) {
+  if (C == 1) return __ldcs(reinterpret_cast<const float4*>(p));
+  if (C == 2) return __ldg(reinterpret_cast<const float4*>(p));
+  return *reinterpret_cast<const float4*>(p);
+}
+template <int C> __device__ void store4(float* p, float4 v) {
+  if (C == 0) __stwb(reinterpret_cast<float4*>(p), v);
+  else if (C == 3) *reinterpret_cast<float4*>(p) = v;
+  else __stcs(reinterpret_cast<float4*>(p), v);
+}
+template <int T, int U, int C = 0>
 __device__ void relu_tile(const float* __restrict__ x, float* __restrict__ y, int64_t n, int64_t tile) {
   const int64_t base = tile * (T * U * 4) + threadIdx.x * 4;
   float4 v[U];
 #pragma unroll
-  for (int u = 0; u < U; ++u) { int64_t i = base + u * T * 4; if (i < n) v[u] = *reinterpret_cast<const float4*>(x + i); }
+  for (int u = 0; u < U; ++u) { int64_t i = base + u * T * 4; if (i < n) v[u] = load4<C>(x + i); }
 #pragma unroll
   for (int u = 0; u < U; ++u) { int64_t i = base + u * T * 4; if (i < n) {
     float4 r = make_float4(fmaxf(v[u].x, 0.f), fmaxf(v[u].y, 0.f), fmaxf(v[u].z, 0.f), fmaxf(v[u].w, 0.f));
-    __stwb(reinterpret_cast<float4*>(y + i), r); } }
+    store4<C>(y + i, r); } }
 }
-template <int T, int U>
+template <int T, int U, int C = 0>
 __global__ void __launch_bounds__(T) relu_flat(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
-  relu_tile<T, U>(x, y, n, blockIdx.x);
+  relu_tile<T, U, C>(x, y, n, blockIdx.x);
 }
 template <int T, int U>
 __global__ void __launch_bounds__(T) relu_persist(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
@@ -96,6 +108,8 @@ int main() {
       printf("  generated cfg %d: %.3f ms\n", c, time_ms([&] { CK((cudaError_t)fused_elementwise(x, y, 32768, 16384, 1, 32768, 1, 16384, 0)); })); }
 #define FLAT(T, U) printf("  flat T=%d U=%d: %.3f ms\n", T, U, time_ms([&] { relu_flat<T, U><<<(unsigned)((n + T * U * 4 - 1) / (T * U * 4)), T>>>(x, y, n); }));
     FLAT(128, 1) FLAT(128, 2) FLAT(128, 4) FLAT(128, 8) FLAT(256, 1) FLAT(256, 2) FLAT(256, 4) FLAT(256, 8) FLAT(512, 1) FLAT(512, 2) FLAT(512, 4)
+#define FLATC(T, U, C) printf("  flat T=%d U=%d cache %d: %.3f ms\n", T, U, C, time_ms([&] { relu_flat<T, U, C><<<(unsigned)((n + T * U * 4 - 1) / (T * U * 4)), T>>>(x, y, n); }));
+    FLATC(128, 1, 1) FLATC(128, 2, 1) FLATC(256, 1, 1) FLATC(256, 2, 1) FLATC(256, 4, 1) FLATC(128, 1, 2) FLATC(256, 2, 2) FLATC(128, 1, 3) FLATC(256, 1, 3) FLATC(256, 2, 3)
     int sms; CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 #define PERS(T, U, M) { int per; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, relu_persist<T, U>, T, 0)); \
     printf("  persistent T=%d U=%d x%d: %.3f ms\n", T, U, M, time_ms([&] { relu_persist<T, U><<<sms * per * M, T>>>(x, y, n); })); }
