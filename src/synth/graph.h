@@ -46,6 +46,9 @@ struct Value {
   // A view of an input, parameter or buffer that a rewrite made: the Python expression that
   // makes it in ModelNew.forward ("d.unsqueeze(-1)"); empty for the task's own values.
   std::string view;
+  // Where view is shape calls (view, unsqueeze, unflatten) after another value's expression:
+  // that value's name ("d"), whose expression view starts with; empty otherwise.
+  std::string view_root;
 };
 
 struct Op {

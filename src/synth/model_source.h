@@ -25,8 +25,21 @@ std::string value_expression(const Value& value);
 /// forward's first line, `inputs = [...]`, the expressions of the values read (graph indices),
 /// in kernel argument order; init_lines, more of __init__. The plan writes the rest of forward
 /// after it.
+/// viewed: a read that is a view a rewrite made (value.view_root) is made without a view op,
+/// by synth_piece.viewed, for a kernel whose caller reads only a tensor's shape, strides,
+/// dtype, device and address (the model imports synth_piece; see reads_views).
 std::string model_class_head(const Graph& graph, const std::vector<int>& reads,
-                             const std::string& init_lines = "");
+                             const std::string& init_lines = "", bool viewed = false);
+
+/// The expression of value made without a view op where it is a rewrite's view of a root
+/// value ("synth_piece.viewed(self.bias).view(-1, 1, 1)"), value_expression otherwise.
+std::string viewed_expression(const Graph& graph, const Value& value);
+
+/// Whether any of the values read is a rewrite's view (one viewed_expression makes).
+bool reads_views(const Graph& graph, const std::vector<int>& reads);
+
+/// synth_piece.py: pieces of splits and chunks, and Viewed tensors, made without view ops.
+extern const char* const kPieceModule;
 
 /// The line of __init__ that starts a caller's memo of its kernel's launch sizes, keyed by the
 /// inputs' shapes and strides (layout arithmetic costs tens of microseconds a call, more than a

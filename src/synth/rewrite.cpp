@@ -33,6 +33,8 @@ int input_view(Graph* g, int source, const std::string& name, std::vector<Tensor
   view.name = name;
   view.results = std::move(results);
   view.view = value_expression(g->values[source]) + call;
+  view.view_root =
+      g->values[source].view_root.empty() ? g->values[source].name : g->values[source].view_root;
   view.op = -1;
   g->values.push_back(std::move(view));
   return static_cast<int>(g->values.size()) - 1;
@@ -732,6 +734,7 @@ bool rewrite_library_ops(Graph* g, std::vector<AppliedRewrite>* applied) {
     library.target.clear();
     library.op = -1;
     library.view = expression;
+    library.view_root.clear();
     library.results[0].stride = contiguous_strides(out.shape);
     std::string detail = made.name + ": " + expression + " runs in the library";
     if (bias < 0) {
@@ -946,6 +949,7 @@ class LinearBias {
       sum.name += "_biased";
       sum.kind = "op";
       sum.view.clear();
+      sum.view_root.clear();
       sum.results[0].stride = contiguous_strides(sum.results[0].shape);
       g_->values.push_back(sum);
       const int made = static_cast<int>(g_->values.size()) - 1;

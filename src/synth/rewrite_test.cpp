@@ -130,6 +130,14 @@ TEST(SynthRewrite, BatchNormInEvalModeBecomesAPerChannelAffineMap) {
                                      : shape.size() == 3 ? "self.running_var.view(-1, 1)"
                                                          : "self.running_var");
     EXPECT_EQ(forward_parameters(g), ", x");  // the views are not inputs of their own
+    // A kernel's caller makes the view without a view op: the same calls on synth_piece's
+    // Viewed of the buffer; the input itself, and the buffer read whole, stay as they are.
+    EXPECT_EQ(viewed_expression(g, var),
+              shape.size() == 4   ? "synth_piece.viewed(self.running_var).view(-1, 1, 1)"
+              : shape.size() == 3 ? "synth_piece.viewed(self.running_var).view(-1, 1)"
+                                  : "self.running_var");
+    EXPECT_EQ(viewed_expression(g, g.values[g.find("x")]), "x");
+    EXPECT_EQ(reads_views(g, {g.find("x"), g.ops[0].inputs[0]}), shape.size() > 2);
   }
 }
 

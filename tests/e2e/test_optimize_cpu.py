@@ -405,6 +405,61 @@ def test_the_pieces_of_a_chunk_only_kernels_read_are_made_without_views(verified
                 (b.shape, b.stride(), b.data_ptr(), b.dtype, b.device), (case, how)
 
 
+def test_the_views_a_rewrite_makes_are_no_view_ops(agent, tmp_path, monkeypatch):
+    # A batch norm in eval mode is its per-channel affine map over (C, 1, 1) views of its four
+    # vectors: the caller makes them as synth_piece's Viewed (a shape, its strides, the base's
+    # address), so that a forward dispatches only its output's allocation to the evaluator's
+    # guard; a Viewed is torch's own view, by shape, strides and address, for any chain of
+    # view, unsqueeze and unflatten of a tensor in contiguous memory.
+    import random
+
+    import torch
+
+    task = tmp_path / "batch_norm.py"
+    task.write_text(SMALL_TASK.format(
+        parameters="        self.weight = nn.Parameter(torch.randn(6))\n"
+                   "        self.bias = nn.Parameter(torch.randn(6))\n"
+                   "        self.register_buffer(\"mean\", torch.randn(6))\n"
+                   "        self.register_buffer(\"var\", torch.rand(6) + 0.5)\n",
+        body="return torch.relu(F.batch_norm(x, self.mean, self.var, self.weight, self.bias, "
+             "training=False, eps=1e-5))",
+        batch=4, inputs="torch.randn(batch, 6, 5, 7)"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, why(result, r)
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    model = (tmp_path / "ws" / "model_new.py").read_text()
+    assert "synth_piece.viewed(self.weight).view(-1, 1, 1)" in model, model
+    monkeypatch.syspath_prepend(str(tmp_path / "ws"))
+    module = caller_arguments(tmp_path / "ws", [], monkeypatch)
+    candidate, x = module.ModelNew().to("meta"), torch.empty(4, 6, 5, 7, device="meta")
+    _, ops = aten_ops_of(lambda: candidate(x))
+    assert len(ops) == 1 and ops[0].startswith("aten::empty"), ops
+
+    import synth_piece
+    rng = random.Random(5)
+    for case in range(60):
+        t = torch.randn([rng.randint(1, 5) for _ in range(rng.randint(1, 4))])
+        theirs, ours = t, synth_piece.viewed(t)
+        for _ in range(rng.randint(1, 3)):
+            how = rng.choice(["view", "unsqueeze", "unflatten"])
+            if how == "unsqueeze":
+                d = rng.randint(-theirs.dim() - 1, theirs.dim())
+                theirs, ours = theirs.unsqueeze(d), ours.unsqueeze(d)
+            elif how == "view":
+                shape = [theirs.numel()] + [1] * rng.randint(0, 2)
+                rng.shuffle(shape)
+                shape[rng.randrange(len(shape))] = -1
+                theirs, ours = theirs.view(*shape), ours.view(*shape)
+            else:
+                d = rng.randrange(theirs.dim())
+                size = theirs.shape[d]
+                a = rng.choice([k for k in range(1, size + 1) if size % k == 0])
+                theirs, ours = theirs.unflatten(d, (a, -1)), ours.unflatten(d, (a, -1))
+            assert (ours.shape, ours.stride(), ours.data_ptr(), ours.dtype, ours.device) == \
+                (theirs.shape, theirs.stride(), theirs.data_ptr(), theirs.dtype, theirs.device), \
+                (case, how)
+
+
 ATTENTION = """b, s, _ = x.shape
         q, k, v = x.view(b, s, 3, 2, 32).permute(2, 0, 3, 1, 4).unbind(0)
         scores = torch.matmul(q, k.transpose(-2, -1)) * 0.17 + self.bias
