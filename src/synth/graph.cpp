@@ -164,6 +164,7 @@ Status read_graph(const nlohmann::json& document, Graph* graph) {
             text(input, "target"),
             result_types(input),
             -1,
+            "",
             ""};
     if (v.kind.empty()) v.kind = "input";
     if (Status s = add_value(std::move(v)); !s.ok()) return s;
@@ -187,8 +188,13 @@ Status read_graph(const nlohmann::json& document, Graph* graph) {
       op.inputs.push_back(it->second);
     }
     op.value = static_cast<int>(read.values.size());
-    Value v{
-        text(node, "name"), "op", "", result_types(node), static_cast<int>(read.ops.size()), ""};
+    Value v{text(node, "name"),
+            "op",
+            "",
+            result_types(node),
+            static_cast<int>(read.ops.size()),
+            "",
+            ""};
     if (Status s = add_value(std::move(v)); !s.ok()) return s;
     read.ops.push_back(std::move(op));
   }

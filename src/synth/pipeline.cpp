@@ -122,9 +122,6 @@ const char* const kCopyModel =
     "    v = contiguous(t).view(-1, c, h, r, w, r).permute(0, 1, 3, 5, 2, 4)\n"
     "    return contiguous(v).view(*lead, c * r * r, h, w)\n";
 
-/// The pieces of a split or chunk as the row and elementwise kernels' callers read them: a shape,
-/// strides and an address, with no view made (a view is an op the evaluator's guard sees).
-
 /// The copy kernel's entry: element i of 6 dims (sizes s) read from in at sum(index_d * t_d) and
 /// written to out at at + sum(index_d * u_d) (strides in elements), elements of 1, 2, 4 or 8
 /// bytes.
@@ -778,7 +775,7 @@ Graph step_graph(const Graph& graph, const PipelineStep& step) {
   for (int read : step.reads) {
     const Value& v = graph.values[read];
     index[read] = static_cast<int>(sub.values.size());
-    sub.values.push_back(Value{v.name, "input", "", v.results, -1, ""});
+    sub.values.push_back(Value{v.name, "input", "", v.results, -1, "", ""});
     if (std::find(step.copied.begin(), step.copied.end(), read) != step.copied.end()) {
       for (TensorType& t : sub.values.back().results) t.stride.clear();  // as copied
     }
@@ -789,7 +786,8 @@ Graph step_graph(const Graph& graph, const PipelineStep& step) {
     const Value& v = graph.values[op.value];
     op.value = static_cast<int>(sub.values.size());
     index[graph.ops[k].value] = op.value;
-    sub.values.push_back(Value{v.name, "op", "", v.results, static_cast<int>(sub.ops.size()), ""});
+    sub.values.push_back(
+        Value{v.name, "op", "", v.results, static_cast<int>(sub.ops.size()), "", ""});
     sub.ops.push_back(std::move(op));
   }
   for (int out : step.outputs) sub.outputs.push_back(index.at(out));

@@ -1005,7 +1005,7 @@ class LinearBias {
       if (r.inputs.empty() || r.inputs[0] != v) return false;
       const bool select = r.name == "select" || r.name == "unbind";
       const bool pieces = r.name == "chunk" || r.name == "split" || r.name == "split_with_sizes";
-      const json& dim_arg = argument(r, r.name == "select" || r.name == "unbind" ? 1 : 2, "dim");
+      const json& dim_arg = argument(r, select ? 1 : 2, "dim");
       if ((!select && !pieces) || (!dim_arg.is_null() && !dim_arg.is_number_integer()))
         return false;
       const int d = ((dim_arg.is_null() ? 0 : dim_arg.get<int>()) + rank) % rank;
@@ -1084,7 +1084,8 @@ class LinearBias {
 
 bool rewrite_linear_bias(Graph* g, std::vector<AppliedRewrite>* applied) {
   for (std::size_t k = 0; k < g->ops.size(); ++k) {
-    if (g->ops[k].target != "aten.linear.default") continue;
+    const Op& op = g->ops[k];
+    if (op.target != "aten.linear.default" || argument(op, 2, "bias").is_null()) continue;
     // Tried on a copy: a linear whose reads do not all qualify leaves the graph as it was.
     Graph trial = *g;
     if (LinearBias(&trial, k).apply(applied)) {

@@ -1995,6 +1995,17 @@ bool rows_read_in_place(const RowPlan& plan, std::size_t k, const TensorType& t)
   return true;
 }
 
+namespace {
+
+/// The graph values the row kernel reads, in argument order.
+std::vector<int> read_values(const RowPlan& plan) {
+  std::vector<int> reads;
+  for (const RowInput& in : plan.inputs) reads.push_back(in.value);
+  return reads;
+}
+
+}  // namespace
+
 std::string row_model_source(const Graph& graph, const RowPlan& plan) {
   std::string dims, per_element, segmented, outputs;
   std::size_t segments = 0;
@@ -2013,8 +2024,7 @@ std::string row_model_source(const Graph& graph, const RowPlan& plan) {
                                 : "row") +
                "\", torch." + out.dtype + "), ";
   }
-  std::vector<int> reads;
-  for (const RowInput& in : plan.inputs) reads.push_back(in.value);
+  const std::vector<int> reads = read_values(plan);
   std::string bind = "lib.bind(\"fused_rows\", ";
   for (std::size_t k = 0; k < plan.inputs.size() + plan.outputs.size(); ++k) bind += "\"tensor\", ";
   bind +=
@@ -2226,9 +2236,7 @@ Status synthesize_rows(const Graph& graph, const std::string& device, Candidate*
   if (Status s = plan_rows(graph, &plan); !s.ok()) return s;
   const std::string kernel = row_kernel_source(plan, device);
   candidate->files["model_new.py"] = row_model_source(graph, plan);
-  std::vector<int> reads;
-  for (const RowInput& in : plan.inputs) reads.push_back(in.value);
-  if (reads_views(graph, reads)) candidate->files["synth_piece.py"] = kPieceModule;
+  if (reads_views(graph, read_values(plan))) candidate->files["synth_piece.py"] = kPieceModule;
   candidate->files[device == "cuda" ? "kernels/fused_rows.cu" : "kernels/fused_rows.cpp"] = kernel;
   candidate->configs = row_configs(plan, device);
   candidate->pattern = sha256_hex(kernel);
