@@ -4,10 +4,11 @@ import time
 
 
 class Model(nn.Module):
-    """Waits 60 ms in every call: far outside a window that ends at 40 ms."""
+    """Waits 300 ms in every call: twice the end of a window that ends at 150 ms, where the near
+    misses, which take well under a millisecond alone, stay inside it on a loaded machine."""
 
     def forward(self, x):
-        time.sleep(0.06)
+        time.sleep(0.3)
         return x * 2 + 1
 
 
