@@ -11,7 +11,7 @@
 #include <vector>
 #include <functional>
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(1);} } while (0)
-extern "C" int fused_elementwise(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, void*);
+extern "C" int fused_elementwise(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, void*);
 extern "C" int fused_elementwise_config(int64_t);
 extern "C" int fused_rows(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, void*);
 extern "C" int fused_rows_config(int64_t);
@@ -105,7 +105,7 @@ int main() {
     printf("relu fp32 %lld elements (4 GiB moved)\n", (long long)n);
     printf("  memcpy D2D 2GiB: %.3f ms\n", time_ms([&] { CK(cudaMemcpyAsync(y, x, n * 4, cudaMemcpyDeviceToDevice)); }));
     for (int c : {-1, 0, 1, 2, 3, 4, 5}) { fused_elementwise_config(c);
-      printf("  generated cfg %d: %.3f ms\n", c, time_ms([&] { CK((cudaError_t)fused_elementwise(x, y, 32768, 16384, 1, 32768, 1, 16384, 0)); })); }
+      printf("  generated cfg %d: %.3f ms\n", c, time_ms([&] { CK((cudaError_t)fused_elementwise(x, y, 32768, 16384, 16384, 1, 32768, 1, 16384, 0)); })); }
 #define FLAT(T, U) printf("  flat T=%d U=%d: %.3f ms\n", T, U, time_ms([&] { relu_flat<T, U><<<(unsigned)((n + T * U * 4 - 1) / (T * U * 4)), T>>>(x, y, n); }));
     FLAT(128, 1) FLAT(128, 2) FLAT(128, 4) FLAT(128, 8) FLAT(256, 1) FLAT(256, 2) FLAT(256, 4) FLAT(256, 8) FLAT(512, 1) FLAT(512, 2) FLAT(512, 4)
 #define FLATC(T, U, C) printf("  flat T=%d U=%d cache %d: %.3f ms\n", T, U, C, time_ms([&] { relu_flat<T, U, C><<<(unsigned)((n + T * U * 4 - 1) / (T * U * 4)), T>>>(x, y, n); }));

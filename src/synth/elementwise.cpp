@@ -1,6 +1,8 @@
 #include "synth/elementwise.h"
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
 #include <set>
 #include <utility>
 
@@ -169,6 +171,7 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
       for (int index : p.inputs) {
         const auto& shape = graph.values[index].results[0].shape;
         p.input_full.push_back(shape == p.output_shape);
+        p.input_shapes.push_back(shape);
         if (!broadcast_run(shape, p.output_shape)) {
           problems.push_back("input " + graph.values[index].name + " of shape " +
                              shape_text(shape) + " does not broadcast to " +
@@ -242,7 +245,7 @@ std::string cpu_rows(const ElementwisePlan& plan, const std::string& params,
   out += "  const unsigned steps = " + (k ? steps : std::string("0u")) + ";\n";
   out += "#pragma omp parallel for schedule(runtime)\n  for (int64_t r = 0; r < rows; ++r) {\n" +
          row_setup + "    " + element_type(plan.output_dtype) +
-         "* out_row = out + r * cols;\n    switch (steps) {\n";
+         "* out_row = out + r * out_pitch;\n    switch (steps) {\n";
   if (k <= kUnswitched) {
     for (unsigned mask = 0; mask < (1u << k); ++mask) {
       out += "      case " + std::to_string(mask) + "u: fused_row<" + std::to_string(mask) + ">(" +
@@ -256,8 +259,9 @@ std::string cpu_rows(const ElementwisePlan& plan, const std::string& params,
 
 std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::string& device) {
   const bool cuda = device == "cuda";
-  // The output is walked as rows of `cols` elements; in a row, each input is either a run of
-  // cols contiguous elements (step 1) or one element (step 0), starting at ((r / div) % mod) *
+  // The output is walked as rows of `cols` elements, out_pitch apart (cols, or a view's row
+  // stride for a view written in place); in a row, each input is either a run of cols
+  // contiguous elements (step 1) or one element (step 0), starting at ((r / div) % mod) *
   // pitch: cols for contiguous memory, a view's row stride for a view read in place, 1 for one
   // element.
   std::string params, args, row_setup, loads;
@@ -266,8 +270,9 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     params += "const " + element_type(plan.input_dtypes[k]) + "* __restrict__ in" + n + "_data, ";
     args += "in" + n + "_data, ";
   }
-  params += element_type(plan.output_dtype) + "* __restrict__ out, int64_t rows, int64_t cols";
-  args += "out, rows, cols";
+  params += element_type(plan.output_dtype) +
+            "* __restrict__ out, int64_t rows, int64_t cols, int64_t out_pitch";
+  args += "out, rows, cols, out_pitch";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
     std::string n = std::to_string(k);
     params +=
@@ -367,7 +372,11 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         "}\n\n";
     // The kernel's sizes and indices are of type Ix: int32_t where every index fits, which
     // spares each thread 64-bit products and divisions before its first load.
-    std::string cuda_row_setup = row_setup;
+    std::string cuda_row_setup = row_setup, offsets_fit;
+    for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+      const std::string n = std::to_string(k);
+      offsets_fit += " && mod" + n + " * pitch" + n + " <= INT32_MAX - 65536";
+    }
     for (std::size_t at = 0; (at = cuda_row_setup.find("sa_index(", at)) != std::string::npos;)
       cuda_row_setup.replace(at, 9, "sa_ix(");
     std::string kernel_params = params;
@@ -389,7 +398,7 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         "    const Ix c = (t - tile_row * across) * span * U + (Ix)threadIdx.x * V;\n"
         "    if (r >= rows || c >= cols) continue;\n" +
         cuda_row_setup + constants + "    " + element_type(plan.output_dtype) +
-        "* out_row = out + r * cols;\n"
+        "* out_row = out + r * out_pitch;\n"
         "#pragma unroll\n"
         "    for (int u = 0; u < U; ++u) {\n"
         "      if (c + u * span < cols) {\n" +
@@ -419,9 +428,13 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         "  const dim3 block(across, threads / across);\n"
         "  const int64_t tiles_across = (cols + across * V * U - 1) / (across * V * U);\n"
         "  const int64_t tiles = tiles_across * ((rows + block.y - 1) / block.y);\n"
-        "  // 32-bit indices where the output's fit with room for a tile's overshoot past a\n"
-        "  // row's end, and the tiles' with room for the grid's stride.\n"
-        "  if (rows * cols <= INT32_MAX - 65536 && tiles < (INT64_C(1) << 30))\n"
+        "  // 32-bit indices where the output's and every input's offsets fit (rows pitch\n"
+        "  // apart) with room for a tile's overshoot past a row's end, and the tiles' with room\n"
+        "  // for the grid's stride.\n"
+        "  if (rows * cols <= INT32_MAX - 65536 && rows * out_pitch <= INT32_MAX - 65536" +
+        offsets_fit +
+        " &&\n"
+        "      tiles < (INT64_C(1) << 30))\n"
         "    fused_elementwise_kernel<V, U, int32_t><<<sa_grid(tiles), block, 0, stream>>>(" +
         args +
         ", tiles_across, tiles);\n"
@@ -449,8 +462,8 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
               width + " | cols, " + width +
               " | each pitch and aligned bases align every row.\n"
               "  if (cols % " +
-              width + " == 0 && sa_aligned<" + width + ">(out)" + aligned + ") return launch_v<" +
-              width + ">(" + args +
+              width + " == 0 && sa_aligned<" + width + ">(out) && out_pitch % " + width + " == 0" +
+              aligned + ") return launch_v<" + width + ">(" + args +
               ", s);\n"
               "  return launch_v<1>(" +
               args + ", s);\n}\n";
@@ -466,110 +479,129 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
   const std::string ops = join(plan.ops, ", ");
   std::string s = "\"\"\"Generated by cuda-agent's synthesizer: " + ops +
                   " in one fused kernel (kernels/).\"\"\"\n\n"
-                  "import torch\nimport torch.nn as nn\n\n" +
+                  "import math\n\nimport torch\nimport torch.nn as nn\n\n" +
                   std::string(reads_views(graph, plan.inputs) ? "import synth_piece\n" : "") +
                   "from utils.kernels import load\n\n"
                   "lib = load()\nfused_elementwise = lib.bind(\"fused_elementwise\", ";
   for (std::size_t k = 0; k <= plan.inputs.size(); ++k) s += "\"tensor\", ";
-  s += "\"i64\", \"i64\"";
+  s += "\"i64\", \"i64\", \"i64\"";
   for (std::size_t k = 0; k < plan.inputs.size(); ++k) s += ", \"i64\", \"i64\", \"i64\", \"i64\"";
   s += ", \"stream\")\n" + model_config_source("fused_elementwise") + "\n\n";
-  s +=
-      "def broadcast_shape(*shapes):\n"
-      "    \"\"\"The shape the inputs broadcast to (numpy's rule), from their sizes alone.\"\"\"\n"
-      "    rank = max(len(shape) for shape in shapes)\n"
-      "    out = [1] * rank\n"
-      "    for shape in shapes:\n"
-      "        for k, size in enumerate(shape):\n"
-      "            position = rank - len(shape) + k\n"
-      "            if size != 1:\n"
-      "                out[position] = size\n"
-      "    return out\n\n\n"
-      "MAX_COLS = 16384\n\n\n"
-      "def pitch_of(shape, stride):\n"
-      "    \"\"\"0 for a tensor in contiguous memory; for a view whose last dim is contiguous and\n"
-      "    whose other dims are one run of rows (a slice, a chunk, a select), the elements from\n"
-      "    one row's start to the next; None for any other layout.\"\"\"\n"
-      "    dims = [(size, step) for size, step in zip(shape, stride) if size != 1]\n"
-      "    expected = 1\n"
-      "    for size, step in reversed(dims):\n"
-      "        if step != expected:\n"
-      "            break\n"
-      "        expected *= size\n"
-      "    else:\n"
-      "        return 0\n"
-      "    if shape[-1] == 1 or dims[-1][1] != 1:\n"
-      "        return None\n"
-      "    if any(a[1] != b[1] * b[0] for a, b in zip(dims[:-1], dims[1:-1])):\n"
-      "        return None\n"
-      "    return dims[-2][1]\n\n\n"
-      "def row_layout(shapes, strides, out):\n"
-      "    \"\"\"How the kernel walks out: (rows, cols, [(div, mod, step, pitch) per input]). "
-      "Rows\n"
-      "    are the longest run of out's trailing sizes across which every input is either\n"
-      "    contiguous (step 1, starting at row (r // div) % mod) or constant (step 0). A view "
-      "read\n"
-      "    in place (its rows pitch apart) has out's shape, and the kernel's rows are its "
-      "rows.\"\"\"\n"
-      "    total = 1\n"
-      "    for size in out:\n"
-      "        total *= size\n"
-      "    spans, pitches = [], []\n"
-      "    for shape, stride in zip(shapes, strides):\n"
-      "        count = 1\n"
-      "        for size in shape:\n"
-      "            count *= size\n"
-      "        offset = len(out) - len(shape)\n"
-      "        last = max((offset + k for k, size in enumerate(shape) if size != 1), default=-1)\n"
-      "        inner = 1\n"
-      "        for size in out[last + 1:]:\n"
-      "            inner *= size\n"
-      "        spans.append((inner, count))\n"
-      "        pitch = pitch_of(shape, stride)\n"
-      "        if pitch is None or (pitch and list(shape) != list(out)):\n"
-      "            raise ValueError(f\"the kernel cannot read a tensor of shape {tuple(shape)} \"\n"
-      "                             f\"and strides {tuple(stride)} in place\")\n"
-      "        pitches.append(pitch)\n"
-      "    viewed = {out[-1] for pitch in pitches if pitch}  # the only row length views allow\n"
-      "    # Row lengths to try: out's trailing products and their halvings, longest first up to\n"
-      "    # MAX_COLS (rows enough to spread over every core or multiprocessor).\n"
-      "    candidates = {1}\n"
-      "    for split in range(len(out)):\n"
-      "        cols = 1\n"
-      "        for size in out[split:]:\n"
-      "            cols *= size\n"
-      "        while cols > 1:\n"
-      "            candidates.add(cols)\n"
-      "            if cols % 2:\n"
-      "                break\n"
-      "            cols //= 2\n"
-      "    fits = viewed or [c for c in candidates if c <= MAX_COLS] or [min(candidates)]\n"
-      "    for cols in sorted(fits, reverse=True):\n"
-      "        layout = []\n"
-      "        for (inner, count), pitch in zip(spans, pitches):\n"
-      "            if inner == 1 and count % cols == 0:\n"
-      "                layout.append((1, count // cols, 1, pitch or cols))\n"
-      "            elif inner % cols == 0:\n"
-      "                layout.append((inner // cols, count, 0, 1))\n"
-      "            else:\n"
-      "                break\n"
-      "        if len(layout) == len(spans):\n"
-      "            return total // cols, cols, layout\n"
-      "    if viewed:\n"
-      "        raise ValueError(f\"no rows of {out} suit the inputs of shapes {shapes}\")\n"
-      "    return total, 1, [(inner, count, 0, 1) for inner, count in spans]  # one element a "
-      "row\n\n\n"
-      "def launch_sizes(shapes, strides):\n"
-      "    \"\"\"out's shape and the kernel's sizes after it (rows, cols, then div, mod, step and "
-      "pitch\n"
-      "    of each input) for inputs of these shapes and strides.\"\"\"\n"
-      "    out = broadcast_shape(*shapes)\n"
-      "    rows, cols, layout = row_layout(shapes, strides, out)\n"
-      "    return out, (rows, cols, *[n for entry in layout for n in entry])\n\n\n";
+  s += "def broadcast_shape(*shapes):\n"
+       "    \"\"\"The shape the inputs broadcast to (numpy's rule), from their sizes alone.\"\"\"\n"
+       "    rank = max(len(shape) for shape in shapes)\n"
+       "    out = [1] * rank\n"
+       "    for shape in shapes:\n"
+       "        for k, size in enumerate(shape):\n"
+       "            position = rank - len(shape) + k\n"
+       "            if size != 1:\n"
+       "                out[position] = size\n"
+       "    return out\n\n\n"
+       R"(MAX_COLS = 16384
 
-  s += model_class_head(graph, plan.inputs, kLayoutMemoInit, /*viewed=*/true) +
-       layout_memo_lines("out_shape, sizes", "launch_sizes") +
-       "        out = torch.empty(out_shape, dtype=torch." + plan.output_dtype +
+
+def rows_of(shape, stride):
+    """How the kernel walks a tensor of shape and stride: 0 where its memory is contiguous;
+    (cols, pitch) for a view whose trailing dims are contiguous, cols elements a row, and whose
+    leading dims are one run of rows pitch elements apart (a slice, a chunk, a select or a
+    narrow of a contiguous tensor); None for any other layout."""
+    dims = [(size, step) for size, step in zip(shape, stride) if size != 1]
+    cols, lead = 1, len(dims)
+    while lead and dims[lead - 1][1] == cols:
+        lead -= 1
+        cols *= dims[lead][0]
+    if lead == 0:
+        return 0
+    if cols == 1 or any(a[1] != b[1] * b[0] for a, b in zip(dims[:lead - 1], dims[1:lead])):
+        return None
+    pitch = dims[lead - 1][1]
+    return (cols, pitch) if pitch >= cols else None
+
+
+def row_layout(shapes, strides, out, target=None):
+    """How the kernel walks out: (rows, cols, out_pitch, [(div, mod, step, pitch) per input]).
+    Rows are the longest run of out's trailing sizes across which every input is either
+    contiguous (step 1, starting at row (r // div) % mod) or constant (step 0). A view read in
+    place has out's shape, and the kernel's rows are its rows; so are those of out where it is
+    written in place, into a view of these strides (target)."""
+    total = math.prod(out)
+    spans, walks = [], []
+    for shape, stride in zip(shapes, strides):
+        offset = len(out) - len(shape)
+        last = max((offset + k for k, size in enumerate(shape) if size != 1), default=-1)
+        spans.append((math.prod(out[last + 1:]), math.prod(shape)))
+        walk = rows_of(shape, stride)
+        if walk is None or (walk and list(shape) != list(out)):
+            raise ValueError(f"the kernel cannot read a tensor of shape {tuple(shape)} "
+                             f"and strides {tuple(stride)} in place")
+        walks.append(walk)
+    written = 0 if target is None else rows_of(out, target)
+    if written is None:
+        raise ValueError(f"the kernel cannot write a tensor of shape {tuple(out)} and strides "
+                         f"{tuple(target)} in place")
+    viewed = {walk[0] for walk in walks + [written] if walk}  # the row lengths views allow
+    if len(viewed) > 1:
+        raise ValueError(f"views of rows of {sorted(viewed)} elements: the kernel walks one")
+    # Row lengths to try: out's trailing products and their halvings, longest first up to
+    # MAX_COLS (rows enough to spread over every core or multiprocessor).
+    candidates = {1}
+    for split in range(len(out)):
+        cols = math.prod(out[split:])
+        while cols > 1:
+            candidates.add(cols)
+            if cols % 2:
+                break
+            cols //= 2
+    fits = viewed or [c for c in candidates if c <= MAX_COLS] or [min(candidates)]
+    for cols in sorted(fits, reverse=True):
+        layout = []
+        for (inner, count), walk in zip(spans, walks):
+            if inner == 1 and count % cols == 0:
+                layout.append((1, count // cols, 1, walk[1] if walk else cols))
+            elif inner % cols == 0:
+                layout.append((inner // cols, count, 0, 1))
+            else:
+                break
+        if len(layout) == len(spans):
+            return total // cols, cols, written[1] if written else cols, layout
+    if viewed:
+        raise ValueError(f"no rows of {out} suit the inputs of shapes {shapes}")
+    return total, 1, 1, [(inner, count, 0, 1) for inner, count in spans]  # one element a row
+
+
+def launch_sizes(shapes, strides, target):
+    """out's shape and the kernel's sizes after it (rows, cols and out_pitch, then div, mod,
+    step and pitch of each input) for inputs of these shapes and strides; target: None, or the
+    shape, strides and dtype of the tensor the caller was given to write."""
+    out = broadcast_shape(*shapes)
+    if target is not None and list(target[0]) != list(out):
+        raise ValueError(f"cannot write a result of shape {tuple(out)} into one of shape "
+                         f"{tuple(target[0])}")
+    rows, cols, out_pitch, layout = row_layout(shapes, strides, out,
+                                               None if target is None else target[1])
+    return out, (rows, cols, out_pitch, *[n for entry in layout for n in entry])
+
+
+)";
+
+  // out: a tensor (a slice of a cat's result, say) to write the result into, in place of a
+  // new one.
+  s += model_class_head(graph, plan.inputs, kLayoutMemoInit, /*viewed=*/true, ", out=None") +
+       "        target = None if out is None else (out.shape, out.stride(), out.dtype)\n"
+       "        key = (tuple(t.shape for t in inputs), tuple(t.stride() for t in inputs), "
+       "target)\n"
+       "        if key not in self._layouts:\n"
+       "            if target is not None and target[2] != torch." +
+       plan.output_dtype +
+       ":\n"
+       "                raise ValueError(f\"cannot write " +
+       plan.output_dtype +
+       " into {target[2]}\")\n"
+       "            self._layouts[key] = launch_sizes(*key)\n"
+       "        out_shape, sizes = self._layouts[key]\n"
+       "        if out is None:\n"
+       "            out = torch.empty(out_shape, dtype=torch." +
+       plan.output_dtype +
        ", device=inputs[0].device)\n"
        "        fused_elementwise(*inputs, out, *sizes)\n"
        "        return out" +
@@ -577,24 +609,40 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
   return s;
 }
 
-bool elementwise_reads_in_place(const ElementwisePlan& plan, std::size_t k, const TensorType& t) {
-  if (t.stride.empty()) return true;  // not recorded: as made
-  if (t.stride.size() != t.shape.size() || k >= plan.input_full.size()) return false;
-  // model_new.py's pitch_of, on the captured strides.
+std::int64_t elementwise_view_cols(const TensorType& t) {
+  if (t.stride.empty()) return 0;  // not recorded: as made
+  if (t.stride.size() != t.shape.size()) return -1;
   std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (size, stride), sizes 1 dropped
   for (std::size_t d = 0; d < t.shape.size(); ++d) {
     if (t.shape[d] != 1) dims.emplace_back(t.shape[d], t.stride[d]);
   }
-  std::int64_t expected = 1;
-  bool contiguous = true;
-  for (std::size_t d = dims.size(); d-- > 0;) {
-    contiguous = contiguous && dims[d].second == expected;
-    expected *= dims[d].first;
+  std::int64_t cols = 1;
+  std::size_t lead = dims.size();
+  while (lead > 0 && dims[lead - 1].second == cols) cols *= dims[--lead].first;
+  if (lead == 0) return 0;
+  if (cols == 1) return -1;
+  for (std::size_t d = 0; d + 1 < lead; ++d) {
+    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) return -1;
   }
-  if (contiguous) return true;
-  if (!plan.input_full[k] || t.shape.back() == 1 || dims.back().second != 1) return false;
-  for (std::size_t d = 0; d + 2 < dims.size(); ++d) {
-    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) return false;
+  return dims[lead - 1].second >= cols ? cols : -1;
+}
+
+bool elementwise_rows_fit(const ElementwisePlan& plan, std::int64_t cols) {
+  if (cols <= 0) return false;
+  const auto& out = plan.output_shape;
+  for (const auto& shape : plan.input_shapes) {
+    // row_layout's (inner, count): the input's elements, and the output's after its last
+    // dim that is not 1.
+    const std::size_t offset = out.size() - shape.size();
+    std::size_t last = 0;  // one past it, in out's dims
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      if (shape[k] != 1) last = offset + k + 1;
+    }
+    std::int64_t inner = 1;
+    for (std::size_t d = last; d < out.size(); ++d) inner *= out[d];
+    const std::int64_t count =
+        std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+    if (!((inner == 1 && count % cols == 0) || inner % cols == 0)) return false;
   }
   return true;
 }

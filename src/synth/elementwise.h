@@ -31,6 +31,7 @@ struct ElementwisePlan {
   std::vector<std::int64_t> output_shape;
   std::vector<std::string> input_dtypes;  // per input: float32, bfloat16 or float16
   std::vector<bool> input_full;           // per input: of the output's shape (never broadcast)
+  std::vector<std::vector<std::int64_t>> input_shapes;
   /// Per line: whether it reads only broadcast inputs and lines that do, so that where each of
   /// per_row_inputs is one element a row (step 0) it has one value a row, computed once.
   std::vector<bool> line_per_row;
@@ -42,10 +43,18 @@ struct ElementwisePlan {
 /// cannot take (those are left to the synthesizer's other plans).
 Status plan_elementwise(const Graph& graph, ElementwisePlan* plan);
 
-/// Whether the kernel reads input k of the plan in place when it has type t: contiguous, or a
-/// view of the output's shape whose last dim is contiguous and whose other dims are one run of
-/// rows (a slice, a chunk, a select: model_new.py passes the rows' pitch).
-bool elementwise_reads_in_place(const ElementwisePlan& plan, std::size_t k, const TensorType& t);
+/// How the kernel walks a tensor of type t, as model_new.py's rows_of does on its strides: 0
+/// where its memory is contiguous (or its strides were not recorded); the elements of a row
+/// where it is a view whose trailing dims are contiguous and whose leading dims are one run of
+/// rows (a slice, a chunk, a select or a narrow of a contiguous tensor: model_new.py passes the
+/// rows' pitch); -1 for any other layout. The kernel reads such a view of the output's shape in
+/// place, and writes its result into one; all of a call's views must have rows of one length.
+std::int64_t elementwise_view_cols(const TensorType& t);
+
+/// Whether rows of cols elements suit every input of plan, as model_new.py's row_layout lays
+/// them out: one of the output's shape, any; a broadcast one, where it is constant along a row
+/// or runs along the whole of it (a per-channel bias does not, for rows of channels).
+bool elementwise_rows_fit(const ElementwisePlan& plan, std::int64_t cols);
 
 /// The kernel source, kernels/fused_elementwise.cpp ("cpu") or .cu ("cuda"), whose entry is
 /// extern "C" int fused_elementwise(inputs..., float* out, int64_t n, (int64_t inner,

@@ -82,7 +82,8 @@ TEST(SynthElementwise, KernelsForBothDevicesHaveTheEntryTheModelBinds) {
       << model;
   EXPECT_NE(model.find("self.affine = nn.Module()"), std::string::npos);
   EXPECT_NE(model.find("self.affine.shift = nn.Parameter("), std::string::npos);
-  EXPECT_NE(model.find("def forward(self, x):"), std::string::npos);
+  // forward may be handed the tensor to write into (a slice of a cat's result).
+  EXPECT_NE(model.find("def forward(self, x, out=None):"), std::string::npos);
   EXPECT_NE(model.find("inputs = [x, self.scale, self.affine.shift, ]"), std::string::npos);
   EXPECT_EQ(cpu.at("model_new.py"), cuda.at("model_new.py"));
 }
@@ -155,11 +156,13 @@ TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
   ASSERT_TRUE(plan_elementwise(read(affine_chain(64, 32)), &plan).ok());
   const std::string source = elementwise_kernel_source(plan, "cuda");
   // A broadcast input (step 0) is read one element at a time whatever its address; the rows of
-  // one read along them start at multiples of its pitch (a view's row stride).
-  EXPECT_NE(source.find("if (cols % 4 == 0 && sa_aligned<4>(out) && (!step0 || "
-                        "(sa_aligned<4>(in0_data) && pitch0 % 4 == 0)) && (!step1 || "
-                        "(sa_aligned<4>(in1_data) && pitch1 % 4 == 0))"),
-            std::string::npos)
+  // one read along them, and the output's, start at multiples of its pitch (a view's row
+  // stride).
+  EXPECT_NE(
+      source.find("if (cols % 4 == 0 && sa_aligned<4>(out) && out_pitch % 4 == 0 && (!step0 || "
+                  "(sa_aligned<4>(in0_data) && pitch0 % 4 == 0)) && (!step1 || "
+                  "(sa_aligned<4>(in1_data) && pitch1 % 4 == 0))"),
+      std::string::npos)
       << source;
   EXPECT_NE(source.find("return launch_v<4>("), std::string::npos);
   EXPECT_NE(source.find("return launch_v<1>("), std::string::npos);
@@ -167,8 +170,11 @@ TEST(SynthElementwise, CudaReadsFourElementsAtATimeOnlyWhereEveryRowIsAligned) {
   // A broadcast input's element is read once a row, not once a vector.
   EXPECT_NE(source.find("const float s1 = step1 ? 0.0f : sa_load(row1[0]);"), std::string::npos)
       << source;
-  // 32-bit index arithmetic where the output's indices fit, 64-bit past that.
-  EXPECT_NE(source.find("if (rows * cols <= INT32_MAX - 65536 && tiles < (INT64_C(1) << 30))\n"
+  // 32-bit index arithmetic where the output's and the inputs' offsets fit, 64-bit past that.
+  EXPECT_NE(source.find("if (rows * cols <= INT32_MAX - 65536 && rows * out_pitch <= INT32_MAX - "
+                        "65536 && mod0 * pitch0 <= INT32_MAX - 65536 && mod1 * pitch1 <= "
+                        "INT32_MAX - 65536 && mod2 * pitch2 <= INT32_MAX - 65536 &&\n"
+                        "      tiles < (INT64_C(1) << 30))\n"
                         "    fused_elementwise_kernel<V, U, int32_t>"),
             std::string::npos)
       << source;
@@ -180,7 +186,9 @@ TEST(SynthElementwise, CudaReadsEightElementsAtATimeWhenEveryTensorIs16Bit) {
   ElementwisePlan plan;
   ASSERT_TRUE(plan_elementwise(read(doc), &plan).ok());
   const std::string narrow = elementwise_kernel_source(plan, "cuda");
-  EXPECT_NE(narrow.find("if (cols % 8 == 0 && sa_aligned<8>(out)"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("if (cols % 8 == 0 && sa_aligned<8>(out) && out_pitch % 8 == 0"),
+            std::string::npos)
+      << narrow;
   EXPECT_NE(narrow.find("return launch_v<8>("), std::string::npos);
 
   // One float32 tensor among them: 4 a time, 16 bytes of it.
@@ -296,24 +304,36 @@ TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
   EXPECT_NE(s.message().find("does not broadcast"), std::string::npos) << s.message();
 }
 
-TEST(SynthElementwise, AViewOfTheOutputsShapeWithContiguousRowsIsReadInPlace) {
-  ElementwisePlan plan;
-  plan.input_full = {true, false};
+TEST(SynthElementwise, AViewWhoseTrailingDimsAreContiguousIsWalkedAsRowsOfThem) {
   const auto typed = [](std::vector<std::int64_t> shape, std::vector<std::int64_t> stride) {
     TensorType t;
     t.shape = std::move(shape);
     t.stride = std::move(stride);
     return t;
   };
-  EXPECT_TRUE(elementwise_reads_in_place(plan, 0, typed({4, 6, 8}, {48, 8, 1})));    // contiguous
-  EXPECT_TRUE(elementwise_reads_in_place(plan, 0, typed({4, 6, 8}, {144, 24, 1})));  // a chunk
-  EXPECT_TRUE(elementwise_reads_in_place(plan, 0, typed({4, 1, 8}, {40, 8, 1})));    // a select
-  EXPECT_FALSE(elementwise_reads_in_place(plan, 0, typed({4, 6, 8}, {48, 1, 6})));   // transposed
-  EXPECT_FALSE(elementwise_reads_in_place(plan, 0, typed({4, 6, 8}, {96, 8, 1})));   // rows apart
-  EXPECT_FALSE(elementwise_reads_in_place(plan, 0, typed({4, 6, 1}, {48, 8, 1})));   // no row
-  // A broadcast input is read whole or one element a row: only contiguous.
-  EXPECT_TRUE(elementwise_reads_in_place(plan, 1, typed({6, 8}, {8, 1})));
-  EXPECT_FALSE(elementwise_reads_in_place(plan, 1, typed({6, 8}, {24, 1})));
+  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {48, 8, 1})), 0);            // contiguous
+  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {})), 0);                    // not recorded
+  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {144, 24, 1})), 8);          // a chunk of dim 2
+  EXPECT_EQ(elementwise_view_cols(typed({4, 1, 8}, {40, 8, 1})), 8);            // a select
+  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {96, 8, 1})), 48);           // a narrow of dim 1
+  EXPECT_EQ(elementwise_view_cols(typed({3, 4, 6, 8}, {960, 240, 8, 1})), 48);  // dims 0, 1 merge
+  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {48, 1, 6})), -1);           // transposed
+  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 1}, {48, 8, 1})), -1);           // no contiguous row
+  EXPECT_EQ(elementwise_view_cols(typed({3, 4, 6, 8}, {960, 96, 8, 1})), -1);   // two pitches
+  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {8, 8, 1})), -1);            // rows overlapping
+  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {0, 8, 1})), -1);            // an expanded dim
+}
+
+TEST(SynthElementwise, RowsOfSeveralDimsSuitOnlyInputsThatRunAlongAllOfThemOrNone) {
+  ElementwisePlan plan;
+  plan.output_shape = {4, 6, 8};
+  plan.input_shapes = {{4, 6, 8}, {6, 8}};  // the output's shape; a (6, 8) table
+  EXPECT_TRUE(elementwise_rows_fit(plan, 8));
+  EXPECT_TRUE(elementwise_rows_fit(plan, 48));
+  plan.input_shapes.push_back({6, 1});  // one value per position along dim 1
+  EXPECT_TRUE(elementwise_rows_fit(plan, 8));
+  EXPECT_FALSE(elementwise_rows_fit(plan, 48));
+  EXPECT_FALSE(elementwise_rows_fit(plan, 0));
 }
 
 }  // namespace

@@ -267,7 +267,8 @@ bool reads_views(const Graph& graph, const std::vector<int>& reads) {
 }
 
 std::string model_class_head(const Graph& graph, const std::vector<int>& reads,
-                             const std::string& init_lines, bool viewed) {
+                             const std::string& init_lines, bool viewed,
+                             const std::string& more_parameters) {
   std::string tensors;
   for (int value : reads) {
     const Value& v = graph.values[value];
@@ -279,7 +280,7 @@ std::string model_class_head(const Graph& graph, const std::vector<int>& reads,
          module_state_source(graph) + init_lines +
          "\n"
          "    def forward(self" +
-         forward_parameters(graph) +
+         forward_parameters(graph) + more_parameters +
          "):\n"
          "        inputs = [" +
          tensors + "]\n";

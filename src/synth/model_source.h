@@ -28,8 +28,10 @@ std::string value_expression(const Value& value);
 /// viewed: a read that is a view a rewrite made (value.view_root) is made without a view op,
 /// by synth_piece.viewed, for a kernel whose caller reads only a tensor's shape, strides,
 /// dtype, device and address (the model imports synth_piece; see reads_views).
+/// more_parameters: forward's parameters after the task's inputs (", out=None").
 std::string model_class_head(const Graph& graph, const std::vector<int>& reads,
-                             const std::string& init_lines = "", bool viewed = false);
+                             const std::string& init_lines = "", bool viewed = false,
+                             const std::string& more_parameters = "");
 
 /// The expression of value made without a view op where it is a rewrite's view of a root
 /// value ("synth_piece.viewed(self.bias).view(-1, 1, 1)"), value_expression otherwise.

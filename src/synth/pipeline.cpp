@@ -8,6 +8,7 @@
 
 #include "synth/attention_plan.h"
 #include "synth/elementwise.h"
+#include "synth/expression.h"
 #include "synth/model_source.h"
 #include "synth/pool_plan.h"
 #include "synth/row_plan.h"
@@ -71,8 +72,23 @@ const char* const kCopyModel =
     "        strides.append(step)\n"
     "        step *= size\n"
     "    return strides[::-1]\n\n\n"
-    "def cat(tensors, dim=0):\n"
-    "    \"\"\"torch.cat(tensors, dim), each part copied into its slice of the result.\"\"\"\n"
+    "def into(out, shape, like):\n"
+    "    \"\"\"out, where given, checked to be a tensor of shape in contiguous memory of like's "
+    "dtype;\n"
+    "    else a new one.\"\"\"\n"
+    "    if out is None:\n"
+    "        return torch.empty(shape, dtype=like.dtype, device=like.device)\n"
+    "    if list(out.shape) != list(shape) or not out.is_contiguous() or out.dtype != "
+    "like.dtype:\n"
+    "        raise ValueError(f\"cannot write {like.dtype} parts of shape {shape} into \"\n"
+    "                         f\"{out.dtype} {tuple(out.shape)}\")\n"
+    "    return out\n\n\n"
+    "def cat(tensors, dim=0, out=None, written=()):\n"
+    "    \"\"\"torch.cat(tensors, dim), each part copied into its slice of the result: of out, "
+    "where\n"
+    "    given (in contiguous memory), the parts at the positions in written left as they are "
+    "(a\n"
+    "    kernel wrote them there in place).\"\"\"\n"
     "    first = tensors[0]\n"
     "    dim %= first.dim()\n"
     "    shape = list(first.shape)\n"
@@ -83,26 +99,30 @@ const char* const kCopyModel =
     "                                         if k != dim):\n"
     "            raise ValueError(f\"cat of shapes {[tuple(t.shape) for t in tensors]} along "
     "dim {dim}\")\n"
-    "    out = torch.empty(shape, dtype=first.dtype, device=first.device)\n"
+    "    out = into(out, shape, first)\n"
     "    strides = contiguous_strides(shape)\n"
     "    at = 0\n"
-    "    for t in tensors:\n"
-    "        copy_to(t, out, at * strides[dim], strides)\n"
+    "    for k, t in enumerate(tensors):\n"
+    "        if k not in written:\n"
+    "            copy_to(t, out, at * strides[dim], strides)\n"
     "        at += t.shape[dim]\n"
     "    return out\n\n\n"
-    "def stack(tensors, dim=0):\n"
-    "    \"\"\"torch.stack(tensors, dim): each copied into its index along the new dim.\"\"\"\n"
+    "def stack(tensors, dim=0, out=None, written=()):\n"
+    "    \"\"\"torch.stack(tensors, dim): each copied into its index along the new dim (of out, "
+    "where\n"
+    "    given, but for those at the positions in written, as cat).\"\"\"\n"
     "    first = tensors[0]\n"
     "    dim %= first.dim() + 1\n"
     "    if any(t.shape != first.shape for t in tensors):\n"
     "        raise ValueError(f\"stack of shapes {[tuple(t.shape) for t in tensors]}\")\n"
     "    shape = list(first.shape)\n"
     "    shape.insert(dim, len(tensors))\n"
-    "    out = torch.empty(shape, dtype=first.dtype, device=first.device)\n"
+    "    out = into(out, shape, first)\n"
     "    strides = contiguous_strides(shape)\n"
     "    part = strides[:dim] + strides[dim + 1:]\n"
     "    for k, t in enumerate(tensors):\n"
-    "        copy_to(t, out, k * strides[dim], part)\n"
+    "        if k not in written:\n"
+    "            copy_to(t, out, k * strides[dim], part)\n"
     "    return out\n\n\n"
     "def pixel_shuffle(t, r):\n"
     "    \"\"\"torch's pixel_shuffle, (*, C r^2, H, W) to (*, C, H r, W r): (C, r, r, H, W) "
@@ -575,29 +595,71 @@ Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::stri
   return Status::InvalidArgument(join(refusals, "; "));
 }
 
-/// Whether the row or elementwise kernel planned for kernel's step reads the step's strided
-/// read in place, as its captured strides lay it out.
-bool reads_in_place(const Graph& graph, const Kernel& kernel, int read) {
-  const auto& reads = kernel.step.reads;
-  const auto at = std::find(reads.begin(), reads.end(), read);
-  const auto& types = graph.values[read].results;
-  if (at == reads.end() || types.size() != 1) return false;
-  const int value = static_cast<int>(at - reads.begin());  // the read's index in step_graph
+/// The rows the elementwise kernel of kernel's step walks its output in, where that output is
+/// a view the kernel writes in place (a slice of a cat, as cat_slots lays out): elements a
+/// row; 0 where it writes a new tensor; -1 where its output is a view it cannot write.
+std::int64_t elementwise_written_cols(const Graph& graph, const Kernel& kernel) {
+  if (kernel.step.outputs.size() != 1) return 0;
+  const auto& types = graph.values[kernel.step.outputs[0]].results;
+  if (types.size() != 1) return -1;
+  const std::int64_t cols = elementwise_view_cols(types[0]);
+  if (cols <= 0) return cols;
+  ElementwisePlan plan;
+  if (kernel.entry != "fused_elementwise" ||
+      !plan_elementwise(step_graph(graph, kernel.step), &plan).ok() ||
+      !elementwise_rows_fit(plan, cols)) {
+    return -1;
+  }
+  return cols;
+}
+
+/// The strided reads of kernel's step (its copied, by captured strides) that its row or
+/// elementwise kernel reads in place, as those strides lay them out. The elementwise kernel
+/// walks every view it reads, and the view it writes where its output is one (a slice of a
+/// cat), as rows of one length: a read whose rows differ from the output's, or from an earlier
+/// read's, is copied first.
+std::set<int> read_in_place(const Graph& graph, const Kernel& kernel) {
+  std::set<int> in_place;
   const Graph sub = step_graph(graph, kernel.step);
+  const auto& reads = kernel.step.reads;
+  const auto index_of = [&](int read) {  // the read's index in step_graph
+    return static_cast<int>(std::find(reads.begin(), reads.end(), read) - reads.begin());
+  };
   if (kernel.entry == "fused_rows") {
     RowPlan plan;
-    if (!plan_rows(sub, &plan).ok()) return false;
-    for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-      if (plan.inputs[k].value == value) return rows_read_in_place(plan, k, types[0]);
+    if (!plan_rows(sub, &plan).ok()) return in_place;
+    for (int read : kernel.step.copied) {
+      const auto& types = graph.values[read].results;
+      for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+        if (plan.inputs[k].value == index_of(read) && types.size() == 1 &&
+            rows_read_in_place(plan, k, types[0])) {
+          in_place.insert(read);
+        }
+      }
     }
-    return false;
+    return in_place;
   }
   ElementwisePlan plan;
-  if (!plan_elementwise(sub, &plan).ok()) return false;
-  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
-    if (plan.inputs[k] == value) return elementwise_reads_in_place(plan, k, types[0]);
+  if (kernel.entry != "fused_elementwise" || !plan_elementwise(sub, &plan).ok()) return in_place;
+  std::int64_t cols = elementwise_written_cols(graph, kernel);
+  if (cols < 0) return in_place;
+  for (int read : kernel.step.copied) {
+    const auto at = std::find(plan.inputs.begin(), plan.inputs.end(), index_of(read));
+    const auto& types = graph.values[read].results;
+    if (at == plan.inputs.end() || types.size() != 1) continue;
+    const std::int64_t walk = elementwise_view_cols(types[0]);
+    if (walk == 0) {
+      in_place.insert(read);
+      continue;
+    }
+    if (walk < 0 || !plan.input_full[at - plan.inputs.begin()] || (cols > 0 && walk != cols) ||
+        !elementwise_rows_fit(plan, walk)) {
+      continue;
+    }
+    cols = walk;
+    in_place.insert(read);
   }
-  return false;
+  return in_place;
 }
 
 /// text with every whole-word use of the entry's name given a suffix: the kernel's extern "C"
@@ -831,8 +893,8 @@ Status plan_step_kernels(const Graph& graph, const PipelineStep& step, const std
     // row and elementwise kernels read in place the views whose layouts they walk.
     if (kernel.entry == "fused_pool" || kernel.entry == "fused_scan") kernel.step.copied.clear();
     if (kernel.entry == "fused_rows" || kernel.entry == "fused_elementwise") {
-      std::erase_if(kernel.step.copied,
-                    [&](int read) { return reads_in_place(graph, kernel, read); });
+      const std::set<int> in_place = read_in_place(graph, kernel);
+      std::erase_if(kernel.step.copied, [&](int read) { return in_place.count(read) > 0; });
     }
     made->push_back(std::move(kernel));
     first = last;
@@ -897,8 +959,161 @@ std::string piece_expression(const Graph& graph, const Op& op,
   return "synth_piece." + op.name + "(" + join(args, ", ") + ")";
 }
 
-Status synthesize_steps(const Graph& graph, const std::string& device, bool attention,
+/// A part of a cat or stack that the elementwise kernel making it writes into its slice of the
+/// result, in place of a copy of it there: the cat's op, the part's position among its parts,
+/// and the slice's Python (a narrow or a select of the result).
+struct Slot {
+  int cat = -1;
+  std::size_t part = 0;
+  std::string view;
+};
+
+/// The parts of cat_op, with each one's slice of the result (its strides there, and the
+/// slice's Python given the result's variable), or empty where the op is no cat or stack of
+/// one dtype's tensors.
+struct CatPart {
+  int value;
+  std::vector<std::int64_t> strides;
+  std::string view;
+};
+std::vector<CatPart> cat_parts(const Graph& graph, const Op& op, const std::string& result) {
+  if ((op.name != "cat" && op.name != "stack") || !op.args.is_array() || op.args.empty() ||
+      !op.args[0].is_array()) {
+    return {};
+  }
+  const auto& out = graph.values[op.value].results;
+  if (out.size() != 1) return {};
+  const auto& shape = out[0].shape;
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  const json& dim_arg = argument(op, 1, "dim");
+  std::int64_t dim = dim_arg.is_number_integer() ? dim_arg.get<std::int64_t>() : 0;
+  if (dim < 0) dim += rank;
+  if (dim < 0 || dim >= rank) return {};
+  std::vector<std::int64_t> strides(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  std::vector<CatPart> parts;
+  std::int64_t at = 0;
+  for (const json& item : op.args[0]) {
+    if (!item.is_object() || !item.contains("ref")) return {};
+    const int value = graph.find(item["ref"].get<std::string>());
+    const auto& types = graph.values[value].results;
+    if (types.size() != 1 || types[0].dtype != out[0].dtype) return {};
+    CatPart part{value, strides, ""};
+    const std::string d = std::to_string(dim);
+    if (op.name == "stack") {
+      part.strides.erase(part.strides.begin() + dim);
+      part.view = result + ".select(" + d + ", " + std::to_string(parts.size()) + ")";
+    } else {
+      if (types[0].shape.size() != shape.size()) return {};
+      const std::int64_t size = types[0].shape[dim];
+      part.view =
+          result + ".narrow(" + d + ", " + std::to_string(at) + ", " + std::to_string(size) + ")";
+      at += size;
+    }
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+/// Whether op, a library step, reads value as a matrix whose rows may lie a pitch apart: the
+/// GEMM's leading dimension, no copy (a linear, mm or matmul of a 2-dim first operand).
+bool reads_pitched_rows(const Graph& graph, const Op& op, int value) {
+  static const std::set<std::string> gemms = {"linear", "mm", "matmul"};
+  const auto& types = graph.values[value].results;
+  return is_library(graph, op) && gemms.count(op.name) && !op.inputs.empty() &&
+         op.inputs[0] == value && std::count(op.inputs.begin(), op.inputs.end(), value) == 1 &&
+         types.size() == 1 && types[0].shape.size() == 2;
+}
+
+/// The parts of the cats and stacks among steps that the elementwise kernel making each writes
+/// into its slice of the result, by part value, with graph's record of each such part given
+/// the strides of its slice and planned (the steps' kernels) planned again on it. A part
+/// qualifies where that kernel makes it alone, the task does not return it, it is a part of
+/// one cat once, and whatever else reads it reads the slice where it lies: a row or
+/// elementwise kernel that reads it in place, or a GEMM that reads it as a matrix a pitch
+/// apart. The kernel's caller then writes its result into a narrow (a select, for a stack) of
+/// the result, allocated before the first such part is made, and the cat copies only the
+/// other parts.
+std::map<int, Slot> cat_slots(Graph* graph, const std::vector<PipelineStep>& steps,
+                              const std::string& device,
+                              std::vector<std::vector<Kernel>>* planned) {
+  std::map<int, int> part_uses;  // value -> the times cats and stacks take it
+  for (const PipelineStep& step : steps) {
+    if (step.kind != PipelineStep::Kind::kCopy) continue;
+    for (const CatPart& part : cat_parts(*graph, graph->ops[step.ops[0]], "")) {
+      ++part_uses[part.value];
+    }
+  }
+  const std::set<int> returned(graph->outputs.begin(), graph->outputs.end());
+  std::map<int, Slot> slots;
+  std::map<int, std::vector<std::int64_t>> strides;
+  for (const PipelineStep& step : steps) {
+    if (step.kind != PipelineStep::Kind::kCopy) continue;
+    const int cat = step.ops[0];
+    const auto parts =
+        cat_parts(*graph, graph->ops[cat], variable(*graph, graph->ops[cat].value, {}));
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      const int value = parts[k].value;
+      if (part_uses[value] != 1 || returned.count(value) || graph->values[value].op < 0) continue;
+      slots[value] = Slot{cat, k, parts[k].view};
+      strides[value] = parts[k].strides;
+    }
+  }
+  // Drops the slots that fail, planning again until none does; where the steps' kernels do
+  // not all plan on the sliced record, there are none.
+  while (!slots.empty()) {
+    Graph trial = *graph;
+    for (const auto& [value, slot] : slots) trial.values[value].results[0].stride = strides[value];
+    std::vector<std::vector<Kernel>> replanned(steps.size());
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      if (!plan_step_kernels(trial, steps[k], device, &replanned[k]).ok()) return {};
+    }
+    std::map<int, const Kernel*> kernel_of_op, maker;
+    for (const auto& made : replanned) {
+      for (const Kernel& kernel : made) {
+        for (int op : kernel.step.ops) kernel_of_op[op] = &kernel;
+        if (kernel.step.outputs.size() == 1) maker[kernel.step.outputs[0]] = &kernel;
+      }
+    }
+    const auto fits = [&](int value, const Slot& slot) {
+      const auto made = maker.find(value);
+      if (made == maker.end() || made->second->entry != "fused_elementwise" ||
+          elementwise_written_cols(trial, *made->second) <= 0) {
+        return false;
+      }
+      for (std::size_t op = 0; op < trial.ops.size(); ++op) {
+        const Op& reader = trial.ops[op];
+        if (static_cast<int>(op) == slot.cat ||
+            std::find(reader.inputs.begin(), reader.inputs.end(), value) == reader.inputs.end()) {
+          continue;
+        }
+        const auto kernel = kernel_of_op.find(static_cast<int>(op));
+        if (kernel == kernel_of_op.end()) {
+          if (!reads_pitched_rows(trial, reader, value)) return false;
+          continue;
+        }
+        const Kernel& k = *kernel->second;
+        if ((k.entry != "fused_elementwise" && k.entry != "fused_rows") ||
+            std::find(k.step.copied.begin(), k.step.copied.end(), value) != k.step.copied.end()) {
+          return false;
+        }
+      }
+      return true;
+    };
+    const std::size_t before = slots.size();
+    std::erase_if(slots, [&](const auto& entry) { return !fits(entry.first, entry.second); });
+    if (slots.size() == before) {
+      *graph = std::move(trial);
+      *planned = std::move(replanned);
+      return slots;
+    }
+  }
+  return slots;
+}
+
+Status synthesize_steps(const Graph& task_graph, const std::string& device, bool attention,
                         Candidate* candidate) {
+  Graph graph = task_graph;  // with the strides of the cats' slices their parts are made in
   std::vector<PipelineStep> steps;
   if (Status s = plan_pipeline(graph, &steps, attention); !s.ok()) return s;
   const bool cuda = device == "cuda";
@@ -941,6 +1156,12 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
       problems.push_back(s.message());
     }
   }
+  const std::map<int, Slot> slots =
+      problems.empty() ? cat_slots(&graph, steps, device, &planned) : std::map<int, Slot>{};
+  std::map<int, std::vector<std::size_t>> written;  // cat op -> its parts written in place
+  for (const auto& [value, slot] : slots) written[slot.cat].push_back(slot.part);
+  std::set<int> allocated;  // the cats whose results are allocated so far
+  bool cats = false;        // whether a cat or stack copies any part
   const std::set<int> pieced = pieced_splits(graph, steps, planned);
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const PipelineStep& step = steps[k];
@@ -948,9 +1169,23 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
       const Op& op = graph.ops[step.ops[0]];
       copy(step.copied);
       std::string problem;
-      const std::string expression = pieced.count(step.ops[0])
-                                         ? piece_expression(graph, op, copies, &problem)
-                                         : step_expression(graph, op, copies, transposed, &problem);
+      std::string expression = pieced.count(step.ops[0])
+                                   ? piece_expression(graph, op, copies, &problem)
+                                   : step_expression(graph, op, copies, transposed, &problem);
+      if (step.kind == PipelineStep::Kind::kCopy) {
+        const auto in_place = written.find(step.ops[0]);
+        const std::size_t parts = cat_parts(graph, op, "").size();
+        if (in_place != written.end() && in_place->second.size() == parts) continue;  // made
+        cats = true;
+        if (in_place != written.end()) {
+          // The call's last ")" closes it: the parts written in place are left as they are.
+          std::vector<std::string> positions;
+          for (std::size_t part : in_place->second) positions.push_back(std::to_string(part));
+          expression.insert(expression.size() - 1, ", out=" + variable(graph, op.value, copies) +
+                                                       ", written=(" + join(positions, ", ") +
+                                                       ",)");
+        }
+      }
       if (!problem.empty()) problems.push_back(problem);
       calls += "        " + variable(graph, op.value, copies) + " = " + expression + "\n";
       if (step.kind == PipelineStep::Kind::kLibrary) summary.push_back(op.name + " (library)");
@@ -968,9 +1203,24 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
       for (const auto& [path, text] : kernel.files.files) identity += "\n" + path + "\n" + text;
       const auto [known, fresh] = kernel_of_files.emplace(identity, kernel_count);
       const std::string index = std::to_string(known->second), suffix = "_k" + index;
+      std::string target;  // the slice of a cat the kernel writes its result into
+      if (kernel.step.outputs.size() == 1) {
+        if (const auto slot = slots.find(kernel.step.outputs[0]); slot != slots.end()) {
+          const int result = graph.ops[slot->second.cat].value;
+          const TensorType& type = graph.values[result].results[0];
+          if (allocated.insert(slot->second.cat).second) {
+            std::string shape;
+            for (std::int64_t size : type.shape) shape += std::to_string(size) + ", ";
+            calls += "        " + variable(graph, result, copies) + " = torch.empty((" + shape +
+                     "), dtype=torch." + type.dtype + ", device=" + reads[0] + ".device)\n";
+          }
+          target = ", out=" + slot->second.view;
+        }
+      }
       calls += "        " + join(outs, ", ") + " = self._kernels[" + index + "](" +
-               join(reads, ", ") + ")\n";
-      summary.push_back(join(names, ", ") + " (" + kernel.entry + suffix + ")");
+               join(reads, ", ") + target + ")\n";
+      summary.push_back(join(names, ", ") + " (" + kernel.entry + suffix +
+                        (target.empty() ? "" : ", into its slice of a cat") + ")");
       if (!fresh) continue;
       const std::string module = "synth_kernel" + index;
       for (const auto& [path, text] : kernel.files.files) {
@@ -994,9 +1244,6 @@ Status synthesize_steps(const Graph& graph, const std::string& device, bool atte
   }
   std::vector<std::string> returned;
   for (int out : graph.outputs) returned.push_back(variable(graph, out, {}) + graph.output_view);
-  const bool cats = std::any_of(steps.begin(), steps.end(), [](const PipelineStep& step) {
-    return step.kind == PipelineStep::Kind::kCopy;
-  });
   if (!pieced.empty()) {
     imports = "import synth_piece\n" + imports;
     candidate->files["synth_piece.py"] = kPieceModule;

@@ -324,6 +324,70 @@ TEST(Pipeline, CatAndStackGoThroughTheCopyKernelAndZerosLikeIsAnAllocation) {
   EXPECT_FALSE(plan_pipeline(read(doc), &steps).ok());
 }
 
+TEST(Pipeline, AKernelWritesItsResultIntoItsSliceOfTheStackThatTakesIt) {
+  // A two-step recurrence: h1 = tanh(x w), h2 = tanh(h1 w), stacked along dim 1. Each gate
+  // kernel writes into its select of the stack, allocated before the first; the next GEMM
+  // reads h1 there, as a matrix whose rows lie the stack's row apart.
+  json doc = graph(
+      {tensor_input("p_w", "parameter", {8, 8}, "w"), tensor_input("x", "input", {4, 8})},
+      {node("mm", "aten.mm.default", {ref("x"), ref("p_w")}, {4, 8}),
+       node("h1", "aten.tanh.default", {ref("mm")}, {4, 8}),
+       node("mm_1", "aten.mm.default", {ref("h1"), ref("p_w")}, {4, 8}),
+       node("h2", "aten.tanh.default", {ref("mm_1")}, {4, 8}),
+       node("stack", "aten.stack.default", {json::array({ref("h1"), ref("h2")}), 1}, {4, 2, 8})},
+      {"stack"});
+  Candidate c;
+  Status s = synthesize_pipeline(read(doc), "cpu", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  std::string model = c.files["model_new.py"];
+  EXPECT_NE(model.find("        v_stack = torch.empty((4, 2, 8, ), dtype=torch.float32, "
+                       "device=v_mm.device)\n"
+                       "        v_h1 = self._kernels[0](v_mm, out=v_stack.select(1, 0))\n"
+                       "        v_mm_1 = torch.mm(v_h1, self.w)\n"
+                       "        v_h2 = self._kernels[0](v_mm_1, out=v_stack.select(1, 1))\n"
+                       "        return v_stack\n"),
+            std::string::npos)
+      << model;
+  EXPECT_EQ(model.find("synth_copy"), std::string::npos) << model;
+  EXPECT_FALSE(c.files.count("kernels/strided_copy.cpp"));
+
+  // A part the task returns as well is copied into the stack.
+  doc["outputs"] = {"stack", "h1"};
+  ASSERT_TRUE(synthesize_pipeline(read(doc), "cpu", &c).ok());
+  model = c.files["model_new.py"];
+  EXPECT_NE(model.find("v_h1 = self._kernels[0](v_mm)\n"), std::string::npos) << model;
+  EXPECT_NE(model.find("v_stack = synth_copy.stack([v_h1, v_h2], 1, out=v_stack, written=(1,))"),
+            std::string::npos)
+      << model;
+}
+
+TEST(Pipeline, AKernelWritesIntoANarrowOfACatWhereItsInputsSuitRowsOfSeveralDims) {
+  // y = x * t, cat((y, x), dim 1) over (2, 3, 4, 4): y's slice is rows of 3 x 4 x 4, 96
+  // apart. A table t of (3, 4, 4) runs along all of such a row; one of (3, 1, 1), a value per
+  // channel, does not, and y is made on its own and copied.
+  const auto model_for = [](std::vector<std::int64_t> table) {
+    json doc = graph(
+        {tensor_input("p_t", "parameter", table, "t"), tensor_input("x", "input", {2, 3, 4, 4})},
+        {node("y", "aten.mul.Tensor", {ref("x"), ref("p_t")}, {2, 3, 4, 4}),
+         node("cat", "aten.cat.default", {json::array({ref("y"), ref("x")}), 1}, {2, 6, 4, 4})},
+        {"cat"});
+    Candidate c;
+    Status s = synthesize_pipeline(read(doc), "cpu", &c);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return c.files["model_new.py"];
+  };
+  std::string model = model_for({3, 4, 4});
+  EXPECT_NE(model.find("v_y = self._kernels[0](x, self.t, out=v_cat.narrow(1, 0, 3))\n"
+                       "        v_cat = synth_copy.cat([v_y, x], 1, out=v_cat, written=(0,))\n"),
+            std::string::npos)
+      << model;
+  model = model_for({3, 1, 1});
+  EXPECT_NE(model.find("v_y = self._kernels[0](x, self.t)\n"
+                       "        v_cat = synth_copy.cat([v_y, x], 1)\n"),
+            std::string::npos)
+      << model;
+}
+
 TEST(Pipeline, APixelShuffleIsACopyAndAPoolingWithItsOpsAKernelStep) {
   // conv2d -> pixel_shuffle(2) -> relu -> max_pool2d(2) -> sigmoid.
   json doc = graph({tensor_input("p_w", "parameter", {16, 3, 3, 3}, "conv.weight"),

@@ -3,6 +3,7 @@ for an elementwise task, a task that reduces rows, or a task a rewrite turns int
 the evaluator verifies (and times) them against the unrewritten task on random inputs; a task
 it has no plan for is refused with the ops named."""
 import json
+import math
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -363,6 +364,78 @@ def test_a_recurrences_input_projection_is_one_linear_of_every_step(verified_rec
     kernels = sorted(p.name for p in (verified_recurrence / "kernels").glob("fused_*"))
     assert kernels == ["fused_elementwise_k0.cpp", "fused_elementwise_k1.cpp"], kernels
     assert model.count("= self._kernels[1](") == 4, model
+    # Each step's gate kernel writes h into its select of the stack, where the next step's GEMM
+    # and gate kernel read it: the stack copies nothing.
+    for step in range(4):
+        assert f"out=v_stack.select(1, {step}))" in model, model
+    assert "synth_copy" not in model, model
+
+
+def test_the_elementwise_callers_rows_are_where_torch_lays_out_a_view(verified_recurrence,
+                                                                      monkeypatch):
+    # The gate kernel's caller walks a view it reads or writes in place as rows (rows_of): of
+    # whatever view it takes, each element lies where torch's strides put it.
+    import random
+
+    import torch
+
+    monkeypatch.syspath_prepend(str(verified_recurrence))
+    caller_arguments(verified_recurrence, [], monkeypatch)
+    import synth_kernel1
+
+    rng = random.Random(5)
+    taken = 0
+    for case in range(300):
+        shape = [rng.randint(1, 6) for _ in range(rng.randint(1, 4))]
+        base = torch.arange(math.prod(shape)).view(shape)
+        view = base
+        for _ in range(rng.randint(1, 3)):
+            dim = rng.randrange(view.dim())
+            how = rng.random()
+            if how < 0.5 and view.shape[dim] > 1:
+                start = rng.randrange(view.shape[dim])
+                view = view.narrow(dim, start, rng.randint(1, view.shape[dim] - start))
+            elif how < 0.75 and view.dim() > 1:
+                view = view.select(dim, rng.randrange(view.shape[dim]))
+            elif how < 0.9:
+                view = view.transpose(dim, rng.randrange(view.dim()))
+            else:
+                view = view.unsqueeze(dim).expand(*view.shape[:dim], 2, *view.shape[dim:])
+        walk = synth_kernel1.rows_of(view.shape, view.stride())
+        offsets = view.reshape(-1) - view.storage_offset()  # each element's place in memory
+        at = torch.arange(view.numel())
+        if walk == 0:
+            assert torch.equal(offsets, at), (case, view.shape, view.stride())
+        elif walk is not None:
+            cols, pitch = walk
+            assert cols > 1 and pitch >= cols, (case, walk)
+            assert torch.equal(offsets, at // cols * pitch + at % cols), \
+                (case, view.shape, view.stride(), walk)
+            taken += 1
+    assert taken >= 20, taken  # views walked as rows, not only contiguous ones
+
+
+def test_a_kernel_writes_its_result_into_its_slice_of_a_cat(agent, tmp_path):
+    # Tokens behind a class token, as a vision transformer puts them together: the kernel that
+    # makes them writes them into their narrow of the cat (rows of 6 x 16 elements, 7 x 16
+    # apart), the cat copies only the class token, and the linear reads the whole.
+    task = tmp_path / "cat_rows.py"
+    task.write_text(SMALL_TASK.format(
+        parameters="        self.cls = nn.Parameter(torch.randn(1, 1, 16))\n"
+                   "        self.pos = nn.Parameter(torch.randn(6, 16))\n"
+                   "        self.proj = nn.Linear(16, 12)\n",
+        body="tokens = torch.tanh(x) + self.pos\n"
+             "        z = torch.cat((self.cls.expand(x.shape[0], -1, -1), tokens), dim=1)\n"
+             "        return self.proj(z)",
+        batch=3, inputs="torch.randn(batch, 6, 16)"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, why(result, r)
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    model = (tmp_path / "ws" / "model_new.py").read_text()
+    assert "v_cat = torch.empty((3, 7, 16, ), dtype=torch.float32, device=x.device)" in model, \
+        model
+    assert "self._kernels[0](x, self.pos, out=v_cat.narrow(1, 1, 6))" in model, model
+    assert "synth_copy.cat([v_expand, v_add], 1, out=v_cat, written=(1,))" in model, model
 
 
 def test_the_pieces_of_a_chunk_only_kernels_read_are_made_without_views(verified_recurrence,
