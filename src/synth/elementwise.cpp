@@ -69,6 +69,26 @@ constexpr int kCheapVector = 100;
 /// took 34 us a step where it had taken 4.6 with 7 inputs (H200).
 constexpr int kLoadRegisters = 128;
 
+/// row_layout's (inner, count) of an input of shape broadcast to out: the output's elements
+/// after the input's last dim that is not 1, and the input's elements.
+std::pair<std::int64_t, std::int64_t> broadcast_span(const std::vector<std::int64_t>& out,
+                                                     const std::vector<std::int64_t>& shape) {
+  const std::size_t offset = out.size() - shape.size();
+  std::size_t last = 0;  // one past it, in out's dims
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] != 1) last = offset + k + 1;
+  }
+  std::int64_t inner = 1;
+  for (std::size_t d = last; d < out.size(); ++d) inner *= out[d];
+  return {inner, std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>())};
+}
+
+/// The runs of rows the kernel walks input k in: 1 but for a view read in place whose rows make
+/// several.
+int input_groups(const ElementwisePlan& plan, std::size_t k) {
+  return k < plan.input_groups.size() ? plan.input_groups[k] : 1;
+}
+
 int default_unroll(const ElementwisePlan& plan, int lanes) {
   if (static_cast<int>(plan.inputs.size()) * lanes * kUnrolls[1] > kLoadRegisters)
     return kUnrolls[0];
@@ -172,6 +192,9 @@ Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
         const auto& shape = graph.values[index].results[0].shape;
         p.input_full.push_back(shape == p.output_shape);
         p.input_shapes.push_back(shape);
+        // A view read in place, its rows in several runs: the kernel takes each run's place.
+        const ElementwiseWalk walk = elementwise_walk(graph.values[index].results[0]);
+        p.input_groups.push_back(p.input_full.back() && walk.cols > 0 ? walk.groups : 1);
         if (!broadcast_run(shape, p.output_shape)) {
           problems.push_back("input " + graph.values[index].name + " of shape " +
                              shape_text(shape) + " does not broadcast to " +
@@ -278,8 +301,17 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     params +=
         ", int64_t div" + n + ", int64_t mod" + n + ", int64_t step" + n + ", int64_t pitch" + n;
     args += ", div" + n + ", mod" + n + ", step" + n + ", pitch" + n;
+    std::string start = "sa_index(r, div" + n + ", mod" + n + ") * pitch" + n;
+    // A view whose rows make several runs (heads transposed): row r's place in each further
+    // run, that run's stride apart.
+    for (int g = 1; g < input_groups(plan, k); ++g) {
+      const std::string m = n + "_" + std::to_string(g);
+      params += ", int64_t div" + m + ", int64_t mod" + m + ", int64_t stride" + m;
+      args += ", div" + m + ", mod" + m + ", stride" + m;
+      start += " + sa_index(r, div" + m + ", mod" + m + ") * stride" + m;
+    }
     row_setup += "    const " + element_type(plan.input_dtypes[k]) + "* row" + n + " = in" + n +
-                 "_data + sa_index(r, div" + n + ", mod" + n + ") * pitch" + n + ";\n";
+                 "_data + " + start + ";\n";
     loads += "      const float in" + n + " = sa_load(step" + n + " ? row" + n + "[c] : row" + n +
              "[0]);\n";
   }
@@ -304,8 +336,12 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     std::string constants, vector_loads, body_v, aligned;
     for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
       std::string n = std::to_string(k);
+      std::string strides;
+      for (int g = 1; g < input_groups(plan, k); ++g) {
+        strides += " && stride" + n + "_" + std::to_string(g) + " % " + width + " == 0";
+      }
       aligned += " && (!step" + n + " || (sa_aligned<" + width + ">(in" + n + "_data) && pitch" +
-                 n + " % " + width + " == 0))";
+                 n + " % " + width + " == 0" + strides + "))";
       if (plan.input_full[k]) {  // always a contiguous run along the row (step 1)
         constants += "    float x" + n + "[U][V];\n";
         vector_loads += "        sa_load_v<V>(row" + n + " + c + u * span, x" + n + "[u]);\n";
@@ -375,7 +411,12 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     std::string cuda_row_setup = row_setup, offsets_fit;
     for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
       const std::string n = std::to_string(k);
-      offsets_fit += " && mod" + n + " * pitch" + n + " <= INT32_MAX - 65536";
+      offsets_fit += " && mod" + n + " * pitch" + n;
+      for (int g = 1; g < input_groups(plan, k); ++g) {
+        const std::string m = n + "_" + std::to_string(g);
+        offsets_fit += " + mod" + m + " * stride" + m;
+      }
+      offsets_fit += " <= INT32_MAX - 65536";
     }
     for (std::size_t at = 0; (at = cuda_row_setup.find("sa_index(", at)) != std::string::npos;)
       cuda_row_setup.replace(at, 9, "sa_ix(");
@@ -485,7 +526,12 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
                   "lib = load()\nfused_elementwise = lib.bind(\"fused_elementwise\", ";
   for (std::size_t k = 0; k <= plan.inputs.size(); ++k) s += "\"tensor\", ";
   s += "\"i64\", \"i64\", \"i64\"";
-  for (std::size_t k = 0; k < plan.inputs.size(); ++k) s += ", \"i64\", \"i64\", \"i64\", \"i64\"";
+  std::string groups;
+  for (std::size_t k = 0; k < plan.inputs.size(); ++k) {
+    s += ", \"i64\", \"i64\", \"i64\", \"i64\"";
+    for (int g = 1; g < input_groups(plan, k); ++g) s += ", \"i64\", \"i64\", \"i64\"";
+    groups += std::to_string(input_groups(plan, k)) + ", ";
+  }
   s += ", \"stream\")\n" + model_config_source("fused_elementwise") + "\n\n";
   s += "def broadcast_shape(*shapes):\n"
        "    \"\"\"The shape the inputs broadcast to (numpy's rule), from their sizes alone.\"\"\"\n"
@@ -497,14 +543,20 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
        "            if size != 1:\n"
        "                out[position] = size\n"
        "    return out\n\n\n"
+       "# The runs of rows the kernel walks each input in (a view read in place whose rows lie\n"
+       "# in several runs, as heads transposed out of a projection do, has more than one).\n"
+       "GROUPS = [" +
+       groups + "]\n" +
        R"(MAX_COLS = 16384
 
 
-def rows_of(shape, stride):
+def rows_of(shape, stride, groups=1):
     """How the kernel walks a tensor of shape and stride: 0 where its memory is contiguous;
-    (cols, pitch) for a view whose trailing dims are contiguous, cols elements a row, and whose
-    leading dims are one run of rows pitch elements apart (a slice, a chunk, a select or a
-    narrow of a contiguous tensor); None for any other layout."""
+    (cols, runs) for a view whose trailing dims are contiguous, cols elements a row, and whose
+    leading dims make at most groups runs of evenly spaced rows, each (rows, elements from one
+    to the next), outermost first (a slice, a chunk, a select or a narrow of a contiguous
+    tensor is one run; heads transposed out of a projection are two); None for any other
+    layout."""
     dims = [(size, step) for size, step in zip(shape, stride) if size != 1]
     cols, lead = 1, len(dims)
     while lead and dims[lead - 1][1] == cols:
@@ -512,31 +564,50 @@ def rows_of(shape, stride):
         cols *= dims[lead][0]
     if lead == 0:
         return 0
-    if cols == 1 or any(a[1] != b[1] * b[0] for a, b in zip(dims[:lead - 1], dims[1:lead])):
+    runs = []
+    for size, step in dims[:lead]:
+        if runs and runs[-1][1] == step * size:
+            runs[-1] = (runs[-1][0] * size, step)
+        else:
+            runs.append((size, step))
+    return (cols, runs) if cols > 1 and len(runs) <= groups else None
+
+
+def run_of(shape, stride):
+    """The elements from one to the next of a tensor whose dims that are not 1 are one run of
+    evenly spaced elements (1 in contiguous memory; for a column of a matrix, its row length),
+    or None."""
+    dims = [(size, step) for size, step in zip(shape, stride) if size != 1]
+    if any(a[1] != b[1] * b[0] for a, b in zip(dims, dims[1:])):
         return None
-    pitch = dims[lead - 1][1]
-    return (cols, pitch) if pitch >= cols else None
+    return dims[-1][1] if dims else 1
 
 
 def row_layout(shapes, strides, out, target=None):
-    """How the kernel walks out: (rows, cols, out_pitch, [(div, mod, step, pitch) per input]).
-    Rows are the longest run of out's trailing sizes across which every input is either
-    contiguous (step 1, starting at row (r // div) % mod) or constant (step 0). A view read in
-    place has out's shape, and the kernel's rows are its rows; so are those of out where it is
+    """How the kernel walks out: (rows, cols, out_pitch, [per input: div, mod, step and pitch,
+    then div, mod and stride of each further run of its rows, GROUPS[k] runs in all]). Rows
+    are the longest run of out's trailing sizes across which every input is either contiguous
+    (step 1, starting at row (r // div) % mod) or constant (step 0, its element at (r // div) %
+    mod, a run's spacing apart). A view read in place has out's shape, and the kernel's rows
+    are its rows (row r of a run at (r // div) % mod of them); so are those of out where it is
     written in place, into a view of these strides (target)."""
     total = math.prod(out)
-    spans, walks = [], []
-    for shape, stride in zip(shapes, strides):
+    spans, walks, runs = [], [], []
+    for k, (shape, stride) in enumerate(zip(shapes, strides)):
         offset = len(out) - len(shape)
-        last = max((offset + k for k, size in enumerate(shape) if size != 1), default=-1)
+        last = max((offset + j for j, size in enumerate(shape) if size != 1), default=-1)
         spans.append((math.prod(out[last + 1:]), math.prod(shape)))
-        walk = rows_of(shape, stride)
-        if walk is None or (walk and list(shape) != list(out)):
+        if list(shape) == list(out):
+            walk, run = rows_of(shape, stride, GROUPS[k]), 1
+        else:
+            walk, run = 0, run_of(shape, stride)
+        if walk is None or run is None:
             raise ValueError(f"the kernel cannot read a tensor of shape {tuple(shape)} "
                              f"and strides {tuple(stride)} in place")
         walks.append(walk)
+        runs.append(run)
     written = 0 if target is None else rows_of(out, target)
-    if written is None:
+    if written is None or (written and written[1][0][1] < written[0]):  # rows overlapping
         raise ValueError(f"the kernel cannot write a tensor of shape {tuple(out)} and strides "
                          f"{tuple(target)} in place")
     viewed = {walk[0] for walk in walks + [written] if walk}  # the row lengths views allow
@@ -555,24 +626,34 @@ def row_layout(shapes, strides, out, target=None):
     fits = viewed or [c for c in candidates if c <= MAX_COLS] or [min(candidates)]
     for cols in sorted(fits, reverse=True):
         layout = []
-        for (inner, count), walk in zip(spans, walks):
-            if inner == 1 and count % cols == 0:
-                layout.append((1, count // cols, 1, walk[1] if walk else cols))
+        for k, ((inner, count), walk, run) in enumerate(zip(spans, walks, runs)):
+            more = (1, 1, 0) * (GROUPS[k] - 1)  # runs the input does not have
+            if walk:
+                sizes = [size for size, _ in walk[1]]
+                entries = [(math.prod(sizes[g + 1:]), size, step)
+                           for g, (size, step) in enumerate(walk[1])]
+                first, rest = entries[0], [n for entry in entries[1:] for n in entry]
+                layout.append((first[0], first[1], 1, first[2], *rest,
+                               *more[len(rest):]))
+            elif inner == 1 and count % cols == 0 and run == 1:
+                layout.append((1, count // cols, 1, cols, *more))
             elif inner % cols == 0:
-                layout.append((inner // cols, count, 0, 1))
+                layout.append((inner // cols, count, 0, run, *more))
             else:
                 break
         if len(layout) == len(spans):
-            return total // cols, cols, written[1] if written else cols, layout
+            return total // cols, cols, written[1][0][1] if written else cols, layout
     if viewed:
         raise ValueError(f"no rows of {out} suit the inputs of shapes {shapes}")
-    return total, 1, 1, [(inner, count, 0, 1) for inner, count in spans]  # one element a row
+    # One element a row.
+    return total, 1, 1, [(inner, count, 0, run, *(1, 1, 0) * (GROUPS[k] - 1))
+                         for k, ((inner, count), run) in enumerate(zip(spans, runs))]
 
 
 def launch_sizes(shapes, strides, target):
-    """out's shape and the kernel's sizes after it (rows, cols and out_pitch, then div, mod,
-    step and pitch of each input) for inputs of these shapes and strides; target: None, or the
-    shape, strides and dtype of the tensor the caller was given to write."""
+    """out's shape and the kernel's sizes after it (rows, cols and out_pitch, then each input's
+    walk, as row_layout lays it out) for inputs of these shapes and strides; target: None, or
+    the shape, strides and dtype of the tensor the caller was given to write."""
     out = broadcast_shape(*shapes)
     if target is not None and list(target[0]) != list(out):
         raise ValueError(f"cannot write a result of shape {tuple(out)} into one of shape "
@@ -609,9 +690,9 @@ def launch_sizes(shapes, strides, target):
   return s;
 }
 
-std::int64_t elementwise_view_cols(const TensorType& t) {
-  if (t.stride.empty()) return 0;  // not recorded: as made
-  if (t.stride.size() != t.shape.size()) return -1;
+ElementwiseWalk elementwise_walk(const TensorType& t) {
+  if (t.stride.empty()) return {};  // not recorded: as made
+  if (t.stride.size() != t.shape.size()) return {-1, 0, 0};
   std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (size, stride), sizes 1 dropped
   for (std::size_t d = 0; d < t.shape.size(); ++d) {
     if (t.shape[d] != 1) dims.emplace_back(t.shape[d], t.stride[d]);
@@ -619,29 +700,35 @@ std::int64_t elementwise_view_cols(const TensorType& t) {
   std::int64_t cols = 1;
   std::size_t lead = dims.size();
   while (lead > 0 && dims[lead - 1].second == cols) cols *= dims[--lead].first;
-  if (lead == 0) return 0;
-  if (cols == 1) return -1;
+  if (lead == 0) return {};
+  if (cols == 1) return {-1, 0, 0};
+  ElementwiseWalk walk{cols, 1, dims[lead - 1].second};
   for (std::size_t d = 0; d + 1 < lead; ++d) {
-    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) return -1;
+    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) ++walk.groups;
   }
-  return dims[lead - 1].second >= cols ? cols : -1;
+  return walk;
+}
+
+bool elementwise_reads_broadcast_in_place(const ElementwisePlan& plan, std::size_t k,
+                                          const TensorType& t, std::int64_t cols) {
+  if (k >= plan.input_shapes.size() || plan.input_full[k]) return false;
+  if (t.stride.size() != t.shape.size()) return t.stride.empty();
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;
+  for (std::size_t d = 0; d < t.shape.size(); ++d) {
+    if (t.shape[d] != 1) dims.emplace_back(t.shape[d], t.stride[d]);
+  }
+  for (std::size_t d = 0; d + 1 < dims.size(); ++d) {
+    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) return false;
+  }
+  const std::int64_t inner = broadcast_span(plan.output_shape, plan.input_shapes[k]).first;
+  return inner > 1 && (cols == 0 || inner % cols == 0);
 }
 
 bool elementwise_rows_fit(const ElementwisePlan& plan, std::int64_t cols) {
   if (cols <= 0) return false;
   const auto& out = plan.output_shape;
   for (const auto& shape : plan.input_shapes) {
-    // row_layout's (inner, count): the input's elements, and the output's after its last
-    // dim that is not 1.
-    const std::size_t offset = out.size() - shape.size();
-    std::size_t last = 0;  // one past it, in out's dims
-    for (std::size_t k = 0; k < shape.size(); ++k) {
-      if (shape[k] != 1) last = offset + k + 1;
-    }
-    std::int64_t inner = 1;
-    for (std::size_t d = last; d < out.size(); ++d) inner *= out[d];
-    const std::int64_t count =
-        std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+    const auto [inner, count] = broadcast_span(out, shape);
     if (!((inner == 1 && count % cols == 0) || inner % cols == 0)) return false;
   }
   return true;

@@ -32,6 +32,7 @@ struct ElementwisePlan {
   std::vector<std::string> input_dtypes;  // per input: float32, bfloat16 or float16
   std::vector<bool> input_full;           // per input: of the output's shape (never broadcast)
   std::vector<std::vector<std::int64_t>> input_shapes;
+  std::vector<int> input_groups;  // per input: the runs of rows the kernel walks it in
   /// Per line: whether it reads only broadcast inputs and lines that do, so that where each of
   /// per_row_inputs is one element a row (step 0) it has one value a row, computed once.
   std::vector<bool> line_per_row;
@@ -43,13 +44,28 @@ struct ElementwisePlan {
 /// cannot take (those are left to the synthesizer's other plans).
 Status plan_elementwise(const Graph& graph, ElementwisePlan* plan);
 
-/// How the kernel walks a tensor of type t, as model_new.py's rows_of does on its strides: 0
-/// where its memory is contiguous (or its strides were not recorded); the elements of a row
-/// where it is a view whose trailing dims are contiguous and whose leading dims are one run of
-/// rows (a slice, a chunk, a select or a narrow of a contiguous tensor: model_new.py passes the
-/// rows' pitch); -1 for any other layout. The kernel reads such a view of the output's shape in
-/// place, and writes its result into one; all of a call's views must have rows of one length.
-std::int64_t elementwise_view_cols(const TensorType& t);
+/// How the kernel walks a tensor as rows, as model_new.py's rows_of does on its strides: cols,
+/// the elements of a row, where it is a view whose trailing dims are contiguous (0 where its
+/// memory is contiguous or its strides were not recorded; -1 where its last dim is not
+/// contiguous); groups, the runs of evenly spaced rows its leading dims make (a slice, a chunk,
+/// a select or a narrow of a contiguous tensor: one; heads transposed out of a projection:
+/// two); pitch, the spacing of the innermost run's rows. The kernel reads a view of the
+/// output's shape in place in up to kMaxRowGroups runs, and writes its result into a view of
+/// one run whose rows do not overlap; all of a call's views must have rows of one length.
+struct ElementwiseWalk {
+  std::int64_t cols = 0;
+  int groups = 1;
+  std::int64_t pitch = 0;
+};
+ElementwiseWalk elementwise_walk(const TensorType& t);
+constexpr int kMaxRowGroups = 3;
+
+/// Whether the kernel reads input k of plan, a broadcast one of type t, in place: its dims that
+/// are not 1 are one run of evenly spaced elements (model_new.py's run_of), one a row, constant
+/// along rows of cols elements (any rows where cols is 0): a column of a matrix, say, that
+/// gates each row of the output.
+bool elementwise_reads_broadcast_in_place(const ElementwisePlan& plan, std::size_t k,
+                                          const TensorType& t, std::int64_t cols);
 
 /// Whether rows of cols elements suit every input of plan, as model_new.py's row_layout lays
 /// them out: one of the output's shape, any; a broadcast one, where it is constant along a row
@@ -57,8 +73,9 @@ std::int64_t elementwise_view_cols(const TensorType& t);
 bool elementwise_rows_fit(const ElementwisePlan& plan, std::int64_t cols);
 
 /// The kernel source, kernels/fused_elementwise.cpp ("cpu") or .cu ("cuda"), whose entry is
-/// extern "C" int fused_elementwise(inputs..., float* out, int64_t n, (int64_t inner,
-/// int64_t count) per input, void* stream).
+/// extern "C" int fused_elementwise(inputs..., out, int64_t rows, int64_t cols, int64_t
+/// out_pitch, per input (int64_t div, mod, step, pitch, then div, mod and stride of each further
+/// run of its rows: input_groups), void* stream).
 std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::string& device);
 
 /// model_new.py for the plan: ModelNew holds parameters and buffers of the same names and shapes

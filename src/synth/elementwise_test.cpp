@@ -305,23 +305,50 @@ TEST(SynthElementwise, WhatThePlanCannotTakeIsNamed) {
 }
 
 TEST(SynthElementwise, AViewWhoseTrailingDimsAreContiguousIsWalkedAsRowsOfThem) {
+  const auto walk = [](std::vector<std::int64_t> shape, std::vector<std::int64_t> stride) {
+    TensorType t;
+    t.shape = std::move(shape);
+    t.stride = std::move(stride);
+    const ElementwiseWalk w = elementwise_walk(t);
+    return std::vector<std::int64_t>{w.cols, w.groups, w.pitch};
+  };
+  using W = std::vector<std::int64_t>;                               // cols, groups, pitch
+  EXPECT_EQ(walk({4, 6, 8}, {48, 8, 1})[0], 0);                      // contiguous
+  EXPECT_EQ(walk({4, 6, 8}, {})[0], 0);                              // not recorded
+  EXPECT_EQ(walk({4, 6, 8}, {144, 24, 1}), (W{8, 1, 24}));           // a chunk of dim 2
+  EXPECT_EQ(walk({4, 1, 8}, {40, 8, 1}), (W{8, 1, 40}));             // a select
+  EXPECT_EQ(walk({4, 6, 8}, {96, 8, 1}), (W{48, 1, 96}));            // a narrow of dim 1
+  EXPECT_EQ(walk({3, 4, 6, 8}, {960, 240, 8, 1}), (W{48, 1, 240}));  // dims 0 and 1 merge
+  EXPECT_EQ(walk({3, 4, 6, 8}, {960, 96, 8, 1}), (W{48, 2, 96}));    // they do not
+  // Heads transposed out of a (2, 5, 3 x 8) projection: (batch, head, token) are three runs.
+  EXPECT_EQ(walk({2, 3, 5, 8}, {120, 8, 24, 1}), (W{8, 3, 24}));
+  EXPECT_EQ(walk({1, 3, 5, 8}, {120, 8, 24, 1}), (W{8, 2, 24}));  // one batch: two
+  EXPECT_EQ(walk({4, 6, 8}, {8, 8, 1}), (W{48, 1, 8}));  // rows overlapping: read, not written
+  EXPECT_EQ(walk({4, 6, 8}, {0, 8, 1}), (W{48, 1, 0}));  // an expanded dim: likewise
+  EXPECT_EQ(walk({4, 6, 8}, {48, 1, 6})[0], -1);         // transposed last dims
+  EXPECT_EQ(walk({4, 6, 1}, {48, 8, 1})[0], -1);         // no contiguous row
+}
+
+TEST(SynthElementwise, ABroadcastInputIsReadInPlaceWhereItIsOneRunConstantAlongARow) {
+  ElementwisePlan plan;
+  plan.output_shape = {4, 6, 8};
+  plan.input_full = {true, false, false};
+  plan.input_shapes = {{4, 6, 8}, {4, 6, 1}, {8}};
   const auto typed = [](std::vector<std::int64_t> shape, std::vector<std::int64_t> stride) {
     TensorType t;
     t.shape = std::move(shape);
     t.stride = std::move(stride);
     return t;
   };
-  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {48, 8, 1})), 0);            // contiguous
-  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {})), 0);                    // not recorded
-  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {144, 24, 1})), 8);          // a chunk of dim 2
-  EXPECT_EQ(elementwise_view_cols(typed({4, 1, 8}, {40, 8, 1})), 8);            // a select
-  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {96, 8, 1})), 48);           // a narrow of dim 1
-  EXPECT_EQ(elementwise_view_cols(typed({3, 4, 6, 8}, {960, 240, 8, 1})), 48);  // dims 0, 1 merge
-  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {48, 1, 6})), -1);           // transposed
-  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 1}, {48, 8, 1})), -1);           // no contiguous row
-  EXPECT_EQ(elementwise_view_cols(typed({3, 4, 6, 8}, {960, 96, 8, 1})), -1);   // two pitches
-  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {8, 8, 1})), -1);            // rows overlapping
-  EXPECT_EQ(elementwise_view_cols(typed({4, 6, 8}, {0, 8, 1})), -1);            // an expanded dim
+  // A gate a row, a column of a (24, 3) matrix: its elements 3 apart, one for each row.
+  EXPECT_TRUE(elementwise_reads_broadcast_in_place(plan, 1, typed({4, 6, 1}, {18, 3, 1}), 0));
+  EXPECT_TRUE(elementwise_reads_broadcast_in_place(plan, 1, typed({4, 6, 1}, {18, 3, 1}), 8));
+  // Rows of 48 (a view of the output's shape read in place fixed them) have four gates each.
+  EXPECT_FALSE(elementwise_reads_broadcast_in_place(plan, 1, typed({4, 6, 1}, {18, 3, 1}), 48));
+  EXPECT_FALSE(elementwise_reads_broadcast_in_place(plan, 1, typed({4, 6, 1}, {36, 3, 1}), 0));
+  // A vector along the row, its elements apart, would make rows of one element: copied.
+  EXPECT_FALSE(elementwise_reads_broadcast_in_place(plan, 2, typed({8}, {2}), 0));
+  EXPECT_FALSE(elementwise_reads_broadcast_in_place(plan, 0, typed({4, 6, 8}, {48, 8, 1}), 0));
 }
 
 TEST(SynthElementwise, RowsOfSeveralDimsSuitOnlyInputsThatRunAlongAllOfThemOrNone) {

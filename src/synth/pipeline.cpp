@@ -596,16 +596,20 @@ Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::stri
 }
 
 /// The rows the elementwise kernel of kernel's step walks its output in, where that output is
-/// a view the kernel writes in place (a slice of a cat, as cat_slots lays out): elements a
-/// row; 0 where it writes a new tensor; -1 where its output is a view it cannot write.
-std::int64_t elementwise_written_cols(const Graph& graph, const Kernel& kernel) {
-  if (kernel.step.outputs.size() != 1) return 0;
+/// one of slotted, a view the kernel writes in place (a slice of a cat, as cat_slots records
+/// it): elements a row; 0 where it writes a new tensor; -1 where its output is a view it
+/// cannot write. (Any other output is a new tensor in contiguous memory, whatever strides eager
+/// gave it.)
+std::int64_t elementwise_written_cols(const Graph& graph, const Kernel& kernel,
+                                      const std::set<int>& slotted) {
+  if (kernel.step.outputs.size() != 1 || !slotted.count(kernel.step.outputs[0])) return 0;
   const auto& types = graph.values[kernel.step.outputs[0]].results;
   if (types.size() != 1) return -1;
-  const std::int64_t cols = elementwise_view_cols(types[0]);
+  const ElementwiseWalk walk = elementwise_walk(types[0]);
+  const std::int64_t cols = walk.cols;
   if (cols <= 0) return cols;
   ElementwisePlan plan;
-  if (kernel.entry != "fused_elementwise" ||
+  if (walk.groups != 1 || walk.pitch < cols || kernel.entry != "fused_elementwise" ||
       !plan_elementwise(step_graph(graph, kernel.step), &plan).ok() ||
       !elementwise_rows_fit(plan, cols)) {
     return -1;
@@ -618,7 +622,8 @@ std::int64_t elementwise_written_cols(const Graph& graph, const Kernel& kernel) 
 /// walks every view it reads, and the view it writes where its output is one (a slice of a
 /// cat), as rows of one length: a read whose rows differ from the output's, or from an earlier
 /// read's, is copied first.
-std::set<int> read_in_place(const Graph& graph, const Kernel& kernel) {
+std::set<int> read_in_place(const Graph& graph, const Kernel& kernel,
+                            const std::set<int>& slotted) {
   std::set<int> in_place;
   const Graph sub = step_graph(graph, kernel.step);
   const auto& reads = kernel.step.reads;
@@ -641,23 +646,33 @@ std::set<int> read_in_place(const Graph& graph, const Kernel& kernel) {
   }
   ElementwisePlan plan;
   if (kernel.entry != "fused_elementwise" || !plan_elementwise(sub, &plan).ok()) return in_place;
-  std::int64_t cols = elementwise_written_cols(graph, kernel);
+  std::int64_t cols = elementwise_written_cols(graph, kernel, slotted);
   if (cols < 0) return in_place;
-  for (int read : kernel.step.copied) {
-    const auto at = std::find(plan.inputs.begin(), plan.inputs.end(), index_of(read));
-    const auto& types = graph.values[read].results;
-    if (at == plan.inputs.end() || types.size() != 1) continue;
-    const std::int64_t walk = elementwise_view_cols(types[0]);
-    if (walk == 0) {
+  // The views of the output's shape first, which fix the rows; then the broadcast inputs,
+  // which must be constant along them.
+  for (const bool full : {true, false}) {
+    for (int read : kernel.step.copied) {
+      const auto at = std::find(plan.inputs.begin(), plan.inputs.end(), index_of(read));
+      const auto& types = graph.values[read].results;
+      if (at == plan.inputs.end() || types.size() != 1) continue;
+      const auto k = static_cast<std::size_t>(at - plan.inputs.begin());
+      if (plan.input_full[k] != full) continue;
+      if (!full) {
+        if (elementwise_reads_broadcast_in_place(plan, k, types[0], cols)) in_place.insert(read);
+        continue;
+      }
+      const ElementwiseWalk walk = elementwise_walk(types[0]);
+      if (walk.cols == 0) {
+        in_place.insert(read);
+        continue;
+      }
+      if (walk.cols < 0 || walk.groups > kMaxRowGroups || (cols > 0 && walk.cols != cols) ||
+          !elementwise_rows_fit(plan, walk.cols)) {
+        continue;
+      }
+      cols = walk.cols;
       in_place.insert(read);
-      continue;
     }
-    if (walk < 0 || !plan.input_full[at - plan.inputs.begin()] || (cols > 0 && walk != cols) ||
-        !elementwise_rows_fit(plan, walk)) {
-      continue;
-    }
-    cols = walk;
-    in_place.insert(read);
   }
   return in_place;
 }
@@ -861,8 +876,9 @@ namespace {
 /// The kernels of a kernel or attention step: the run as one kernel, else as the fewest kernels
 /// found greedily (the longest prefix that a plan takes, then the longest of what is left, and
 /// so on: a max over one dim, then a mean over another, two kernels); an attention step's one.
+/// slotted: the values an elementwise kernel writes into a slice of a cat (cat_slots).
 Status plan_step_kernels(const Graph& graph, const PipelineStep& step, const std::string& device,
-                         std::vector<Kernel>* made) {
+                         std::vector<Kernel>* made, const std::set<int>& slotted = {}) {
   if (step.kind == PipelineStep::Kind::kAttention) {
     Kernel kernel{step, {}, "fused_attention"};
     if (Status s = synthesize_attention(step_graph(graph, step), device, &kernel.files); !s.ok()) {
@@ -893,8 +909,18 @@ Status plan_step_kernels(const Graph& graph, const PipelineStep& step, const std
     // row and elementwise kernels read in place the views whose layouts they walk.
     if (kernel.entry == "fused_pool" || kernel.entry == "fused_scan") kernel.step.copied.clear();
     if (kernel.entry == "fused_rows" || kernel.entry == "fused_elementwise") {
-      const std::set<int> in_place = read_in_place(graph, kernel);
+      const std::set<int> in_place = read_in_place(graph, kernel, slotted);
       std::erase_if(kernel.step.copied, [&](int read) { return in_place.count(read) > 0; });
+      // Written again with the views it reads in place as they are: the elementwise kernel
+      // takes each run of a view's rows (heads transposed out of a projection make two).
+      if (!in_place.empty() && kernel.entry == "fused_elementwise") {
+        kernel.files = {};
+        if (Status s = synthesize_elementwise(by_position(step_graph(graph, kernel.step)), device,
+                                              &kernel.files);
+            !s.ok()) {
+          return s;
+        }
+      }
     }
     made->push_back(std::move(kernel));
     first = last;
@@ -1063,10 +1089,14 @@ std::map<int, Slot> cat_slots(Graph* graph, const std::vector<PipelineStep>& ste
   // not all plan on the sliced record, there are none.
   while (!slots.empty()) {
     Graph trial = *graph;
-    for (const auto& [value, slot] : slots) trial.values[value].results[0].stride = strides[value];
+    std::set<int> slotted;
+    for (const auto& [value, slot] : slots) {
+      trial.values[value].results[0].stride = strides[value];
+      slotted.insert(value);
+    }
     std::vector<std::vector<Kernel>> replanned(steps.size());
     for (std::size_t k = 0; k < steps.size(); ++k) {
-      if (!plan_step_kernels(trial, steps[k], device, &replanned[k]).ok()) return {};
+      if (!plan_step_kernels(trial, steps[k], device, &replanned[k], slotted).ok()) return {};
     }
     std::map<int, const Kernel*> kernel_of_op, maker;
     for (const auto& made : replanned) {
@@ -1078,7 +1108,7 @@ std::map<int, Slot> cat_slots(Graph* graph, const std::vector<PipelineStep>& ste
     const auto fits = [&](int value, const Slot& slot) {
       const auto made = maker.find(value);
       if (made == maker.end() || made->second->entry != "fused_elementwise" ||
-          elementwise_written_cols(trial, *made->second) <= 0) {
+          elementwise_written_cols(trial, *made->second, slotted) <= 0) {
         return false;
       }
       for (std::size_t op = 0; op < trial.ops.size(); ++op) {

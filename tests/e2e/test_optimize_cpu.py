@@ -373,8 +373,9 @@ def test_a_recurrences_input_projection_is_one_linear_of_every_step(verified_rec
 
 def test_the_elementwise_callers_rows_are_where_torch_lays_out_a_view(verified_recurrence,
                                                                       monkeypatch):
-    # The gate kernel's caller walks a view it reads or writes in place as rows (rows_of): of
-    # whatever view it takes, each element lies where torch's strides put it.
+    # The gate kernel's caller walks a view it reads or writes in place as rows (rows_of), in up
+    # to three runs of them: of whatever view it takes, each element lies where torch's strides
+    # put it.
     import random
 
     import torch
@@ -401,18 +402,45 @@ def test_the_elementwise_callers_rows_are_where_torch_lays_out_a_view(verified_r
                 view = view.transpose(dim, rng.randrange(view.dim()))
             else:
                 view = view.unsqueeze(dim).expand(*view.shape[:dim], 2, *view.shape[dim:])
-        walk = synth_kernel1.rows_of(view.shape, view.stride())
+        walk = synth_kernel1.rows_of(view.shape, view.stride(), 3)
         offsets = view.reshape(-1) - view.storage_offset()  # each element's place in memory
         at = torch.arange(view.numel())
         if walk == 0:
             assert torch.equal(offsets, at), (case, view.shape, view.stride())
         elif walk is not None:
-            cols, pitch = walk
-            assert cols > 1 and pitch >= cols, (case, walk)
-            assert torch.equal(offsets, at // cols * pitch + at % cols), \
-                (case, view.shape, view.stride(), walk)
+            cols, runs = walk
+            assert cols > 1 and 1 <= len(runs) <= 3, (case, walk)
+            # A row's place: its index in each run of rows, that run's stride apart.
+            rows, place, inner = at // cols, at % cols, 1
+            for size, step in reversed(runs):
+                place += rows // inner % size * step
+                inner *= size
+            assert torch.equal(offsets, place), (case, view.shape, view.stride(), walk)
             taken += 1
     assert taken >= 20, taken  # views walked as rows, not only contiguous ones
+
+
+def test_the_elementwise_kernel_reads_transposed_heads_and_a_gates_column_in_place(agent,
+                                                                                    tmp_path):
+    # Heads transposed out of a kernel's result, (batch, head, token) three runs of rows of one
+    # head's features, and a softmax's column gating each row (its elements two apart): the
+    # elementwise kernels read both where they lie, no copy kernel.
+    task = tmp_path / "heads.py"
+    task.write_text(SMALL_TASK.format(
+        parameters="        self.proj = nn.Linear(16, 24)\n"
+                   "        self.gate = nn.Linear(16, 2)\n"
+                   "        self.scale = nn.Parameter(torch.randn(5, 8))\n",
+        body="g = torch.softmax(self.gate(x), dim=-1)\n"
+             "        z = torch.tanh(self.proj(x)) * g[..., 1:2]\n"
+             "        return z.view(x.shape[0], 5, 3, 8).transpose(1, 2) * self.scale",
+        batch=4, inputs="torch.randn(batch, 5, 16)"))
+    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
+    assert result.returncode == 0, why(result, r)
+    assert r["correct"] and r["violations"] == [], r.get("reason")
+    model = (tmp_path / "ws" / "model_new.py").read_text()
+    assert "synth_copy" not in model, model
+    callers = [p.read_text() for p in sorted((tmp_path / "ws").glob("synth_kernel*.py"))]
+    assert any("GROUPS = [3, 1, ]" in caller for caller in callers), callers
 
 
 def test_a_kernel_writes_its_result_into_its_slice_of_a_cat(agent, tmp_path):
