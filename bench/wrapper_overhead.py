@@ -11,6 +11,9 @@ each: every timed call of a candidate runs inside it, each aten op passing throu
 baseline's calls do not), so the ops times that cost is host time the candidate pays and eager
 does not.
 
+And the kernels one forward launches, the pipeline's copy kernel's among them with the bytes
+those copies move (read and written): data a fused kernel could have read or written in place.
+
     python3 bench/wrapper_overhead.py [--tasks level3/010_gru_unrolled ...] [--shrink 8]
     # cpu only (the candidate is written with `optimize --stage compile --device cpu`, the
     # callers timed on tensors of the shrunk task's shapes); prints a table, writes
@@ -44,8 +47,19 @@ def child(workspace: Path, task_path: str, shrink: int, calls: int) -> None:
 
     import common
 
-    # Every bound kernel function a no-op: only the callers' own work is timed.
-    library = types.SimpleNamespace(bind=lambda *_: (lambda *_args: 0))
+    # Every bound kernel function a no-op that counts its calls: only the callers' own work is
+    # timed. The copy kernel's calls also count the bytes it would move (read and written).
+    launches = {}
+
+    def bind(name, *_parameters):
+        def call(*args):
+            count = launches.setdefault(name, {"calls": 0, "bytes": 0})
+            count["calls"] += 1
+            if name == "strided_copy":  # (source, target, at, element size, elements, ...)
+                count["bytes"] += 2 * args[3] * args[4]
+            return 0
+        return call
+    library = types.SimpleNamespace(bind=bind)
     stub = types.ModuleType("utils.kernels")
     stub.load = lambda: library
     sys.modules["utils"] = types.ModuleType("utils")
@@ -60,28 +74,32 @@ def child(workspace: Path, task_path: str, shrink: int, calls: int) -> None:
     for module in map(importlib.import_module, names):
         original = originals[module.__name__] = module.ModelNew.forward
 
-        def recording(self, *args, _module=module, _original=original):
-            recorded.append((_module, self, args))
-            return _original(self, *args)
+        def recording(self, *args, _module=module, _original=original, **kwargs):
+            recorded.append((_module, self, args, kwargs))  # kwargs: out, a slice of a cat
+            return _original(self, *args, **kwargs)
         module.ModelNew.forward = recording
     torch.set_grad_enabled(False)
     model = model_new.ModelNew(*task.get_init_inputs())
     model(*task.get_inputs())
-    for module, caller, args in recorded:
+    for module, caller, args, kwargs in recorded:
         module.ModelNew.forward = originals[module.__name__]
         memo = getattr(caller, "_layouts", None)
 
         def cold():
             if memo is not None:
                 memo.clear()
-            caller(*args)
+            caller(*args, **kwargs)
         row = {"kernel": module.__name__, "ops": (module.__doc__ or "").split(": ", 1)[-1][:60],
                "inputs": len(args), "kept": memo is not None}
-        for name, call in (("every_call_us", cold), ("as_generated_us", lambda: caller(*args))):
+        for name, call in (("every_call_us", cold),
+                           ("as_generated_us", lambda: caller(*args, **kwargs))):
             call()
             row[name] = min(timeit.repeat(call, number=calls, repeat=3)) / calls * 1e6
         print(json.dumps(row), flush=True)
-    print(json.dumps({"forward": forward_ops(model, task)}), flush=True)
+    launches.clear()
+    forward = forward_ops(model, task)
+    forward["launches"] = launches
+    print(json.dumps({"forward": forward}), flush=True)
 
 
 def forward_ops(model, task) -> dict:
@@ -192,6 +210,13 @@ def main() -> None:
             by_name = sorted(forward["by_name"].items(), key=lambda item: -item[1])
             print("    " + ", ".join(f"{name.removeprefix('aten::')} {count}"
                                     for name, count in by_name))
+    print(f"\n{'one forward':40} {'kernel launches':>15} {'copies':>7} {'copied MB':>10}")
+    for result in results:
+        launches = (result["forward"] or {}).get("launches", {})
+        copies = launches.get("strided_copy", {"calls": 0, "bytes": 0})
+        total = sum(count["calls"] for count in launches.values())
+        print(f"{result['task']:40} {total:>15} {copies['calls']:>7} "
+              f"{copies['bytes'] / 1e6:>10.1f}")
     out = bench.results_dir() / "wrapper_overhead.json"
     out.write_text(json.dumps({"shrink": args.shrink, "guard_us_an_op": per_op, "tasks": results},
                               indent=1) + "\n")
