@@ -1080,7 +1080,11 @@ std::map<int, Slot> cat_slots(Graph* graph, const std::vector<PipelineStep>& ste
         cat_parts(*graph, graph->ops[cat], variable(*graph, graph->ops[cat].value, {}));
     for (std::size_t k = 0; k < parts.size(); ++k) {
       const int value = parts[k].value;
-      if (part_uses[value] != 1 || returned.count(value) || graph->values[value].op < 0) continue;
+      const auto& shape = graph->values[value].results[0].shape;
+      const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+      if (part_uses[value] != 1 || returned.count(value) || graph->values[value].op < 0 || empty) {
+        continue;
+      }
       slots[value] = Slot{cat, k, parts[k].view};
       strides[value] = parts[k].strides;
     }

@@ -351,6 +351,17 @@ TEST(Pipeline, AKernelWritesItsResultIntoItsSliceOfTheStackThatTakesIt) {
   EXPECT_EQ(model.find("synth_copy"), std::string::npos) << model;
   EXPECT_FALSE(c.files.count("kernels/strided_copy.cpp"));
 
+  // A part a view reads as well (a reshape of it, which would have to copy a slice) is made
+  // on its own and copied into the stack.
+  json viewed = doc;
+  viewed["nodes"].push_back(
+      node("flat", "aten.view.default", {ref("h1"), json::array({32})}, {32}));
+  viewed["outputs"] = {"stack", "flat"};
+  ASSERT_TRUE(synthesize_pipeline(read(viewed), "cpu", &c).ok());
+  model = c.files["model_new.py"];
+  EXPECT_NE(model.find("v_h1 = self._kernels[0](v_mm)\n"), std::string::npos) << model;
+  EXPECT_NE(model.find("out=v_stack.select(1, 1))"), std::string::npos) << model;
+
   // A part the task returns as well is copied into the stack.
   doc["outputs"] = {"stack", "h1"};
   ASSERT_TRUE(synthesize_pipeline(read(doc), "cpu", &c).ok());
