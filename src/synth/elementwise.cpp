@@ -401,11 +401,12 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
     source += "#include <cuda_runtime.h>\n\n#define SA_FN static __device__ __forceinline__\n";
     source += helpers + kCudaGridHelper;
     source +=
-        "// sa_index in the kernel's index type: 32-bit divisions where the indices fit.\n"
+        "// sa_index in the kernel's index type: 32-bit divisions where the indices fit; none for\n"
+        "// a run of one (an input's runs beyond those its view has).\n"
         "SA_FN int32_t sa_ix(int32_t x, int32_t div, int32_t mod) {\n"
         "  return mod == 1 ? 0 : (int32_t)sa_index32(x, div, mod);\n}\n"
-        "SA_FN int64_t sa_ix(int64_t x, int64_t div, int64_t mod) { return sa_index(x, div, mod); "
-        "}\n\n";
+        "SA_FN int64_t sa_ix(int64_t x, int64_t div, int64_t mod) {\n"
+        "  return mod == 1 ? 0 : sa_index(x, div, mod);\n}\n\n";
     // The kernel's sizes and indices are of type Ix: int32_t where every index fits, which
     // spares each thread 64-bit products and divisions before its first load.
     std::string cuda_row_setup = row_setup, offsets_fit;
