@@ -124,22 +124,34 @@ const char* const kCopyModel =
     "        if k not in written:\n"
     "            copy_to(t, out, k * strides[dim], part)\n"
     "    return out\n\n\n"
-    "def pixel_shuffle(t, r):\n"
+    "def written_into(v, out, split):\n"
+    "    \"\"\"v's values copied into out (a 4-dim tensor or view: a slice of a cat), out seen "
+    "through\n"
+    "    split (the dims split as v's are).\"\"\"\n"
+    "    if out.dim() != 4:\n"
+    "        raise ValueError(f\"a pixel shuffle writes into 4 dims, not {out.dim()}\")\n"
+    "    copy_into(v, split(out))\n"
+    "    return out\n\n\n"
+    "def pixel_shuffle(t, r, out=None):\n"
     "    \"\"\"torch's pixel_shuffle, (*, C r^2, H, W) to (*, C, H r, W r): (C, r, r, H, W) "
     "read as\n"
-    "    (C, H, r, W, r), one copy.\"\"\"\n"
+    "    (C, H, r, W, r), one copy (into out, where given).\"\"\"\n"
     "    *lead, c, h, w = t.shape\n"
     "    c //= r * r\n"
     "    v = contiguous(t).view(-1, c, r, r, h, w).permute(0, 1, 4, 2, 5, 3)\n"
+    "    if out is not None:\n"
+    "        return written_into(v, out, lambda o: o.unflatten(3, (w, r)).unflatten(2, (h, r)))\n"
     "    return contiguous(v).view(*lead, c, h * r, w * r)\n\n\n"
-    "def pixel_unshuffle(t, r):\n"
+    "def pixel_unshuffle(t, r, out=None):\n"
     "    \"\"\"torch's pixel_unshuffle, (*, C, H r, W r) to (*, C r^2, H, W): (C, H, r, W, r) "
     "read\n"
-    "    as (C, r, r, H, W), one copy.\"\"\"\n"
+    "    as (C, r, r, H, W), one copy (into out, where given).\"\"\"\n"
     "    *lead, c, h, w = t.shape\n"
     "    h //= r\n"
     "    w //= r\n"
     "    v = contiguous(t).view(-1, c, h, r, w, r).permute(0, 1, 3, 5, 2, 4)\n"
+    "    if out is not None:\n"
+    "        return written_into(v, out, lambda o: o.unflatten(1, (c, r, r)))\n"
     "    return contiguous(v).view(*lead, c * r * r, h, w)\n";
 
 /// The copy kernel's entry: element i of 6 dims (sizes s) read from in at sum(index_d * t_d) and
@@ -985,7 +997,7 @@ std::string piece_expression(const Graph& graph, const Op& op,
   return "synth_piece." + op.name + "(" + join(args, ", ") + ")";
 }
 
-/// A part of a cat or stack that the elementwise kernel making it writes into its slice of the
+/// A part of a cat or stack that the kernel or copy making it writes into its slice of the
 /// result, in place of a copy of it there: the cat's op, the part's position among its parts,
 /// and the slice's Python (a narrow or a select of the result).
 struct Slot {
@@ -1051,11 +1063,11 @@ bool reads_pitched_rows(const Graph& graph, const Op& op, int value) {
          types.size() == 1 && types[0].shape.size() == 2;
 }
 
-/// The parts of the cats and stacks among steps that the elementwise kernel making each writes
-/// into its slice of the result, by part value, with graph's record of each such part given
-/// the strides of its slice and planned (the steps' kernels) planned again on it. A part
-/// qualifies where that kernel makes it alone, the task does not return it, it is a part of
-/// one cat once, and whatever else reads it reads the slice where it lies: a row or
+/// The parts of the cats and stacks among steps that the elementwise kernel (or the pixel
+/// shuffle's copy) making each writes into its slice of the result, by part value, with graph's
+/// record of each such part given the strides of its slice and planned (the steps' kernels) planned
+/// again on it. A part qualifies where that kernel makes it alone, the task does not return it, it
+/// is a part of one cat once, and whatever else reads it reads the slice where it lies: a row or
 /// elementwise kernel that reads it in place, or a GEMM that reads it as a matrix a pitch
 /// apart. The kernel's caller then writes its result into a narrow (a select, for a stack) of
 /// the result, allocated before the first such part is made, and the cat copies only the
@@ -1071,6 +1083,17 @@ std::map<int, Slot> cat_slots(Graph* graph, const std::vector<PipelineStep>& ste
     }
   }
   const std::set<int> returned(graph->outputs.begin(), graph->outputs.end());
+  // The 4-dim results of pixel (un)shuffles: the copy kernel writes them at any strides.
+  std::set<int> shuffled;
+  for (const PipelineStep& step : steps) {
+    const Op& op = graph->ops[step.ops[0]];
+    const auto& types = graph->values[op.value].results;
+    if (step.kind == PipelineStep::Kind::kCopy &&
+        (op.name == "pixel_shuffle" || op.name == "pixel_unshuffle") && types.size() == 1 &&
+        types[0].shape.size() == 4) {
+      shuffled.insert(op.value);
+    }
+  }
   std::map<int, Slot> slots;
   std::map<int, std::vector<std::int64_t>> strides;
   for (const PipelineStep& step : steps) {
@@ -1111,8 +1134,9 @@ std::map<int, Slot> cat_slots(Graph* graph, const std::vector<PipelineStep>& ste
     }
     const auto fits = [&](int value, const Slot& slot) {
       const auto made = maker.find(value);
-      if (made == maker.end() || made->second->entry != "fused_elementwise" ||
-          elementwise_written_cols(trial, *made->second, slotted) <= 0) {
+      if (!shuffled.count(value) &&
+          (made == maker.end() || made->second->entry != "fused_elementwise" ||
+           elementwise_written_cols(trial, *made->second, slotted) <= 0)) {
         return false;
       }
       for (std::size_t op = 0; op < trial.ops.size(); ++op) {
@@ -1196,6 +1220,21 @@ Status synthesize_steps(const Graph& task_graph, const std::string& device, bool
   for (const auto& [value, slot] : slots) written[slot.cat].push_back(slot.part);
   std::set<int> allocated;  // the cats whose results are allocated so far
   bool cats = false;        // whether a cat or stack copies any part
+  // ", out=<its slice>" for a value written into its slice of a cat, the cat's result allocated
+  // first where it is not yet (on the device of the tensor `like` names); "" for any other.
+  const auto slice_of = [&](int value, const std::string& like) -> std::string {
+    const auto slot = slots.find(value);
+    if (slot == slots.end()) return "";
+    const int result = graph.ops[slot->second.cat].value;
+    const TensorType& type = graph.values[result].results[0];
+    if (allocated.insert(slot->second.cat).second) {
+      std::string shape;
+      for (std::int64_t size : type.shape) shape += std::to_string(size) + ", ";
+      calls += "        " + variable(graph, result, copies) + " = torch.empty((" + shape +
+               "), dtype=torch." + type.dtype + ", device=" + like + ".device)\n";
+    }
+    return ", out=" + slot->second.view;
+  };
   const std::set<int> pieced = pieced_splits(graph, steps, planned);
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const PipelineStep& step = steps[k];
@@ -1206,6 +1245,11 @@ Status synthesize_steps(const Graph& task_graph, const std::string& device, bool
       std::string expression = pieced.count(step.ops[0])
                                    ? piece_expression(graph, op, copies, &problem)
                                    : step_expression(graph, op, copies, transposed, &problem);
+      if (step.kind == PipelineStep::Kind::kCopy && !op.inputs.empty()) {
+        // A pixel shuffle's copy into its slice of a cat: the call's last ")" closes it.
+        expression.insert(expression.size() - 1,
+                          slice_of(op.value, variable(graph, op.inputs[0], copies)));
+      }
       if (step.kind == PipelineStep::Kind::kCopy) {
         const auto in_place = written.find(step.ops[0]);
         const std::size_t parts = cat_parts(graph, op, "").size();
@@ -1237,20 +1281,9 @@ Status synthesize_steps(const Graph& task_graph, const std::string& device, bool
       for (const auto& [path, text] : kernel.files.files) identity += "\n" + path + "\n" + text;
       const auto [known, fresh] = kernel_of_files.emplace(identity, kernel_count);
       const std::string index = std::to_string(known->second), suffix = "_k" + index;
-      std::string target;  // the slice of a cat the kernel writes its result into
-      if (kernel.step.outputs.size() == 1) {
-        if (const auto slot = slots.find(kernel.step.outputs[0]); slot != slots.end()) {
-          const int result = graph.ops[slot->second.cat].value;
-          const TensorType& type = graph.values[result].results[0];
-          if (allocated.insert(slot->second.cat).second) {
-            std::string shape;
-            for (std::int64_t size : type.shape) shape += std::to_string(size) + ", ";
-            calls += "        " + variable(graph, result, copies) + " = torch.empty((" + shape +
-                     "), dtype=torch." + type.dtype + ", device=" + reads[0] + ".device)\n";
-          }
-          target = ", out=" + slot->second.view;
-        }
-      }
+      // The slice of a cat the kernel writes its result into, if any.
+      const std::string target =
+          kernel.step.outputs.size() == 1 ? slice_of(kernel.step.outputs[0], reads[0]) : "";
       calls += "        " + join(outs, ", ") + " = self._kernels[" + index + "](" +
                join(reads, ", ") + target + ")\n";
       summary.push_back(join(names, ", ") + " (" + kernel.entry + suffix +

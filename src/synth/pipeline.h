@@ -20,9 +20,9 @@
 /// the evaluator's dispatch guard.
 /// A strided view (by its recorded strides) that a kernel reads, or a reshape reshapes, is first
 /// copied into contiguous memory by a copy kernel of its own (strided_copy, synth_copy.py).
-/// A part of a cat or stack that an elementwise kernel makes is written by it into its slice of
-/// the result, where its other readers can read it there (cat_slots in pipeline.cpp): the copy
-/// kernel copies only the other parts.
+/// A part of a cat or stack that an elementwise kernel or a pixel (un)shuffle's copy makes is
+/// written into its slice of the result, where its other readers can read it there (cat_slots
+/// in pipeline.cpp): the copy kernel copies only the other parts.
 /// An attention written out, softmax(f(Q @ K^T)) @ V in float16 or bfloat16 (attention_plan.h),
 /// is a step of its own: both GEMMs, f and the softmax in one kernel (fused_attention_k<k>)
 /// that reads Q, K and V in place and never writes the scores.

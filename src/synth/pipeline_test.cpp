@@ -399,6 +399,35 @@ TEST(Pipeline, AKernelWritesIntoANarrowOfACatWhereItsInputsSuitRowsOfSeveralDims
       << model;
 }
 
+TEST(Pipeline, APixelShuffleCopiesIntoItsSliceOfTheCatThatTakesIt) {
+  // A U-Net's decoder: an upsampling convolution's pixel shuffle beside the skip input, cat
+  // along the channels, then a convolution: the shuffle's copy writes into its narrow of the
+  // cat, and the cat copies only the skip.
+  json doc =
+      graph({tensor_input("p_w", "parameter", {16, 3, 1, 1}, "up.weight"),
+             tensor_input("p_w2", "parameter", {5, 7, 3, 3}, "dec.weight"),
+             tensor_input("x", "input", {2, 3, 4, 4}), tensor_input("skip", "input", {2, 3, 8, 8})},
+            {node("conv2d", "aten.conv2d.default", {ref("x"), ref("p_w")}, {2, 16, 4, 4}),
+             node("pixel_shuffle", "aten.pixel_shuffle.default", {ref("conv2d"), 2}, {2, 4, 8, 8}),
+             node("cat", "aten.cat.default", {json::array({ref("skip"), ref("pixel_shuffle")}), 1},
+                  {2, 7, 8, 8}),
+             node("conv2d_1", "aten.conv2d.default", {ref("cat"), ref("p_w2")}, {2, 5, 6, 6}),
+             node("relu", "aten.relu.default", {ref("conv2d_1")}, {2, 5, 6, 6})},
+            {"relu"});
+  Candidate c;
+  Status s = synthesize_pipeline(read(doc), "cpu", &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const std::string& model = c.files["model_new.py"];
+  EXPECT_NE(model.find("        v_cat = torch.empty((2, 7, 8, 8, ), dtype=torch.float32, "
+                       "device=v_conv2d.device)\n"
+                       "        v_pixel_shuffle = synth_copy.pixel_shuffle(v_conv2d, 2, "
+                       "out=v_cat.narrow(1, 3, 4))\n"
+                       "        v_cat = synth_copy.cat([skip, v_pixel_shuffle], 1, out=v_cat, "
+                       "written=(1,))\n"),
+            std::string::npos)
+      << model;
+}
+
 TEST(Pipeline, APixelShuffleIsACopyAndAPoolingWithItsOpsAKernelStep) {
   // conv2d -> pixel_shuffle(2) -> relu -> max_pool2d(2) -> sigmoid.
   json doc = graph({tensor_input("p_w", "parameter", {16, 3, 3, 3}, "conv.weight"),

@@ -767,6 +767,27 @@ def test_the_copy_kernels_cat_and_stack_match_torch_and_make_no_views(agent, tmp
     with pytest.raises(ValueError, match="cat of shapes"):
         synth_copy.cat([torch.zeros(2, 3), torch.zeros(2, 4)], 0)
 
+    # Into a result allocated before (out), the parts a kernel wrote there already (written)
+    # left as they are; a pixel shuffle or unshuffle into its slice of such a result.
+    parts = [torch.randn(3, 2, 4), torch.randn(3, 5, 4)]
+    out = torch.full((3, 7, 4), 7.0)
+    got = synth_copy.cat(parts, 1, out=out, written=(0,))
+    assert got is out and torch.equal(out[:, 2:], parts[1]) and bool((out[:, :2] == 7.0).all())
+    with pytest.raises(ValueError, match="cannot write"):
+        synth_copy.cat(parts, 1, out=torch.empty(3, 8, 4))
+    for case in range(6):
+        batch, channels, r = rng.randint(1, 3), rng.randint(1, 3), rng.randint(1, 3)
+        h, w = rng.randint(1, 4), rng.randint(1, 4)
+        t = torch.randn(batch, channels * r * r, h, w)
+        result = torch.zeros(batch, channels + 2, h * r, w * r)
+        synth_copy.pixel_shuffle(t, r, out=result.narrow(1, 1, channels))
+        assert torch.equal(result[:, 1:1 + channels], torch.pixel_shuffle(t, r)), case
+        assert bool((result[:, 0] == 0).all() and (result[:, -1] == 0).all()), case
+        u = torch.randn(batch, channels, h * r, w * r)
+        result = torch.zeros(batch, channels * r * r + 3, h, w)
+        synth_copy.pixel_unshuffle(u, r, out=result.narrow(1, 3, channels * r * r))
+        assert torch.equal(result[:, 3:], torch.pixel_unshuffle(u, r)), case
+
 
 def test_a_task_without_a_plan_is_refused_naming_its_ops(agent, tmp_path):
     task = ROOT / "tasks" / "level1" / "029_matmul_square.py"
