@@ -106,6 +106,27 @@ int default_unroll(const ElementwisePlan& plan, int lanes) {
   return cost * lanes <= kCheapVector ? kUnrolls[0] : kUnrolls[1];
 }
 
+using Dims = std::vector<std::pair<std::int64_t, std::int64_t>>;  // (size, stride)
+
+/// t's dims but those of size 1, which no layout depends on.
+Dims sized_dims(const TensorType& t) {
+  Dims dims;
+  for (std::size_t d = 0; d < t.shape.size(); ++d) {
+    if (t.shape[d] != 1) dims.emplace_back(t.shape[d], t.stride[d]);
+  }
+  return dims;
+}
+
+/// The runs of evenly spaced elements the first count of dims make (a dim whose stride is the
+/// next one's stride times that one's size continues its run), at least 1.
+int runs(const Dims& dims, std::size_t count) {
+  int made = 1;
+  for (std::size_t d = 0; d + 1 < count; ++d) {
+    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) ++made;
+  }
+  return made;
+}
+
 }  // namespace
 
 Status plan_elementwise(const Graph& graph, ElementwisePlan* plan) {
@@ -547,7 +568,10 @@ std::string elementwise_model_source(const Graph& graph, const ElementwisePlan& 
        "# The runs of rows the kernel walks each input in (a view read in place whose rows lie\n"
        "# in several runs, as heads transposed out of a projection do, has more than one).\n"
        "GROUPS = [" +
-       groups + "]\n" +
+       groups +
+       "]\n"
+       "OUT_DTYPE = torch." +
+       plan.output_dtype + "\n" +
        R"(MAX_COLS = 16384
 
 
@@ -655,6 +679,9 @@ def launch_sizes(shapes, strides, target):
     """out's shape and the kernel's sizes after it (rows, cols and out_pitch, then each input's
     walk, as row_layout lays it out) for inputs of these shapes and strides; target: None, or
     the shape, strides and dtype of the tensor the caller was given to write."""
+    if target is not None and target[2] != OUT_DTYPE:
+        written = str(OUT_DTYPE).removeprefix("torch.")
+        raise ValueError(f"cannot write {written} into {target[2]}")
     out = broadcast_shape(*shapes)
     if target is not None and list(target[0]) != list(out):
         raise ValueError(f"cannot write a result of shape {tuple(out)} into one of shape "
@@ -669,22 +696,10 @@ def launch_sizes(shapes, strides, target):
   // out: a tensor (a slice of a cat's result, say) to write the result into, in place of a
   // new one.
   s += model_class_head(graph, plan.inputs, kLayoutMemoInit, /*viewed=*/true, ", out=None") +
-       "        target = None if out is None else (out.shape, out.stride(), out.dtype)\n"
-       "        key = (tuple(t.shape for t in inputs), tuple(t.stride() for t in inputs), "
-       "target)\n"
-       "        if key not in self._layouts:\n"
-       "            if target is not None and target[2] != torch." +
-       plan.output_dtype +
-       ":\n"
-       "                raise ValueError(f\"cannot write " +
-       plan.output_dtype +
-       " into {target[2]}\")\n"
-       "            self._layouts[key] = launch_sizes(*key)\n"
-       "        out_shape, sizes = self._layouts[key]\n"
+       "        target = None if out is None else (out.shape, out.stride(), out.dtype)\n" +
+       layout_memo_lines("out_shape, sizes", "launch_sizes", "target") +
        "        if out is None:\n"
-       "            out = torch.empty(out_shape, dtype=torch." +
-       plan.output_dtype +
-       ", device=inputs[0].device)\n"
+       "            out = torch.empty(out_shape, dtype=OUT_DTYPE, device=inputs[0].device)\n"
        "        fused_elementwise(*inputs, out, *sizes)\n"
        "        return out" +
        graph.output_view + "\n";
@@ -694,33 +709,21 @@ def launch_sizes(shapes, strides, target):
 ElementwiseWalk elementwise_walk(const TensorType& t) {
   if (t.stride.empty()) return {};  // not recorded: as made
   if (t.stride.size() != t.shape.size()) return {-1, 0, 0};
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (size, stride), sizes 1 dropped
-  for (std::size_t d = 0; d < t.shape.size(); ++d) {
-    if (t.shape[d] != 1) dims.emplace_back(t.shape[d], t.stride[d]);
-  }
+  const Dims dims = sized_dims(t);
   std::int64_t cols = 1;
   std::size_t lead = dims.size();
   while (lead > 0 && dims[lead - 1].second == cols) cols *= dims[--lead].first;
   if (lead == 0) return {};
   if (cols == 1) return {-1, 0, 0};
-  ElementwiseWalk walk{cols, 1, dims[lead - 1].second};
-  for (std::size_t d = 0; d + 1 < lead; ++d) {
-    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) ++walk.groups;
-  }
-  return walk;
+  return {cols, runs(dims, lead), dims[lead - 1].second};
 }
 
 bool elementwise_reads_broadcast_in_place(const ElementwisePlan& plan, std::size_t k,
                                           const TensorType& t, std::int64_t cols) {
   if (k >= plan.input_shapes.size() || plan.input_full[k]) return false;
   if (t.stride.size() != t.shape.size()) return t.stride.empty();
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;
-  for (std::size_t d = 0; d < t.shape.size(); ++d) {
-    if (t.shape[d] != 1) dims.emplace_back(t.shape[d], t.stride[d]);
-  }
-  for (std::size_t d = 0; d + 1 < dims.size(); ++d) {
-    if (dims[d].second != dims[d + 1].second * dims[d + 1].first) return false;
-  }
+  const Dims dims = sized_dims(t);
+  if (runs(dims, dims.size()) != 1) return false;
   const std::int64_t inner = broadcast_span(plan.output_shape, plan.input_shapes[k]).first;
   return inner > 1 && (cols == 0 || inner % cols == 0);
 }

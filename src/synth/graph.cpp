@@ -128,6 +128,12 @@ OpClass classify_op(const std::string& base_name) {
   return it == classes.end() ? OpClass::kUnsupported : it->second;
 }
 
+std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> stride(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) stride[d - 1] = stride[d] * shape[d];
+  return stride;
+}
+
 int Graph::find(const std::string& name) const {
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (values[i].name == name) return static_cast<int>(i);

@@ -75,6 +75,9 @@ struct Graph {
   std::vector<std::string> unsupported_ops() const;
 };
 
+/// The strides of a tensor of shape in contiguous memory, in elements.
+std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape);
+
 /// A layout op that only makes a view (no data moves), and so runs as a Python step: the guard
 /// lets views through. contiguous, clone, cat and stack copy: they belong in a kernel, or nowhere.
 bool is_view_op(const Op& op);

@@ -242,8 +242,11 @@ def viewed(t):
 const char* const kLayoutMemoInit =
     "        self._layouts = {}  # launch sizes by the inputs' shapes and strides\n";
 
-std::string layout_memo_lines(const std::string& name, const std::string& sizes_call) {
-  return "        key = (tuple(t.shape for t in inputs), tuple(t.stride() for t in inputs))\n"
+std::string layout_memo_lines(const std::string& name, const std::string& sizes_call,
+                              const std::string& more_key) {
+  return "        key = (tuple(t.shape for t in inputs), tuple(t.stride() for t in inputs)" +
+         (more_key.empty() ? "" : ", " + more_key) +
+         ")\n"
          "        if key not in self._layouts:\n"
          "            self._layouts[key] = " +
          sizes_call +

@@ -46,8 +46,10 @@ extern const char* const kPieceModule;
 /// The line of __init__ that starts a caller's memo of its kernel's launch sizes, keyed by the
 /// inputs' shapes and strides (layout arithmetic costs tens of microseconds a call, more than a
 /// small kernel of a loop runs on the GPU), and forward's lines that read it, computing
-/// `sizes_call` (a function of the key's two tuples) where the key is new; they bind `name`.
+/// `sizes_call` (a function of the key's two tuples, and of more_key's value where one is
+/// given: a Python expression forward has bound) where the key is new; they bind `name`.
 extern const char* const kLayoutMemoInit;
-std::string layout_memo_lines(const std::string& name, const std::string& sizes_call);
+std::string layout_memo_lines(const std::string& name, const std::string& sizes_call,
+                              const std::string& more_key = "");
 
 }  // namespace cuda_agent::synth

@@ -612,20 +612,24 @@ Status plan_kernel(const Graph& graph, const PipelineStep& step, const std::stri
 /// it): elements a row; 0 where it writes a new tensor; -1 where its output is a view it
 /// cannot write. (Any other output is a new tensor in contiguous memory, whatever strides eager
 /// gave it.)
+/// plan: the kernel's elementwise plan, where the caller has it already (else it is planned
+/// here, only where the output is such a view).
 std::int64_t elementwise_written_cols(const Graph& graph, const Kernel& kernel,
-                                      const std::set<int>& slotted) {
+                                      const std::set<int>& slotted,
+                                      const ElementwisePlan* plan = nullptr) {
   if (kernel.step.outputs.size() != 1 || !slotted.count(kernel.step.outputs[0])) return 0;
   const auto& types = graph.values[kernel.step.outputs[0]].results;
   if (types.size() != 1) return -1;
   const ElementwiseWalk walk = elementwise_walk(types[0]);
   const std::int64_t cols = walk.cols;
   if (cols <= 0) return cols;
-  ElementwisePlan plan;
-  if (walk.groups != 1 || walk.pitch < cols || kernel.entry != "fused_elementwise" ||
-      !plan_elementwise(step_graph(graph, kernel.step), &plan).ok() ||
-      !elementwise_rows_fit(plan, cols)) {
+  ElementwisePlan planned;
+  if (!plan && (kernel.entry != "fused_elementwise" ||
+                !plan_elementwise(step_graph(graph, kernel.step), &planned).ok())) {
     return -1;
   }
+  if (walk.groups != 1 || walk.pitch < cols || !elementwise_rows_fit(plan ? *plan : planned, cols))
+    return -1;
   return cols;
 }
 
@@ -658,7 +662,7 @@ std::set<int> read_in_place(const Graph& graph, const Kernel& kernel,
   }
   ElementwisePlan plan;
   if (kernel.entry != "fused_elementwise" || !plan_elementwise(sub, &plan).ok()) return in_place;
-  std::int64_t cols = elementwise_written_cols(graph, kernel, slotted);
+  std::int64_t cols = elementwise_written_cols(graph, kernel, slotted, &plan);
   if (cols < 0) return in_place;
   // The views of the output's shape first, which fix the rows; then the broadcast inputs,
   // which must be constant along them.
@@ -1027,8 +1031,7 @@ std::vector<CatPart> cat_parts(const Graph& graph, const Op& op, const std::stri
   std::int64_t dim = dim_arg.is_number_integer() ? dim_arg.get<std::int64_t>() : 0;
   if (dim < 0) dim += rank;
   if (dim < 0 || dim >= rank) return {};
-  std::vector<std::int64_t> strides(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+  const std::vector<std::int64_t> strides = contiguous_strides(shape);
   std::vector<CatPart> parts;
   std::int64_t at = 0;
   for (const json& item : op.args[0]) {
@@ -1245,12 +1248,12 @@ Status synthesize_steps(const Graph& task_graph, const std::string& device, bool
       std::string expression = pieced.count(step.ops[0])
                                    ? piece_expression(graph, op, copies, &problem)
                                    : step_expression(graph, op, copies, transposed, &problem);
-      if (step.kind == PipelineStep::Kind::kCopy && !op.inputs.empty()) {
-        // A pixel shuffle's copy into its slice of a cat: the call's last ")" closes it.
-        expression.insert(expression.size() - 1,
-                          slice_of(op.value, variable(graph, op.inputs[0], copies)));
-      }
       if (step.kind == PipelineStep::Kind::kCopy) {
+        // A pixel shuffle's copy into its slice of a cat: the call's last ")" closes it.
+        if (!op.inputs.empty()) {
+          expression.insert(expression.size() - 1,
+                            slice_of(op.value, variable(graph, op.inputs[0], copies)));
+        }
         const auto in_place = written.find(step.ops[0]);
         const std::size_t parts = cat_parts(graph, op, "").size();
         if (in_place != written.end() && in_place->second.size() == parts) continue;  // made

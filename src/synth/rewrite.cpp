@@ -541,13 +541,6 @@ bool rewrite_matrix_vector(Graph* g, std::vector<AppliedRewrite>* applied) {
   return false;
 }
 
-/// Contiguous strides for shape.
-std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape) {
-  std::vector<std::int64_t> stride(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) stride[d - 1] = stride[d] * shape[d];
-  return stride;
-}
-
 /// Whether dims first..last of a tensor merge into one by a view (each dim's stride is the next
 /// one's stride times its size; dims of size 1 are skipped), so that torch folds them without a
 /// copy, which would be compute of torch's inside ModelNew.forward.
