@@ -70,7 +70,8 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
     checks and the timed calls during it. The task's sizes are shrunk as the candidate's were
     (its parameters have the shapes captured at that size). With profiled, the row also lists the
     kernels one call of torch.compile's code and of the candidate (default configuration) run,
-    and the candidate's time with the evaluator's dispatch guard around each call.
+    and the candidate's time with the evaluator's dispatch guard around each call and with its
+    timed calls' guard (guard.TimedGuard).
     Eager and torch.compile run in full fp32, as the evaluator runs them; the candidate too, unless
     tf32."""
     import torch
@@ -188,13 +189,25 @@ def child(task: str, workspace: str, lib: str, reps: int, configs: list, shrink:
             row["candidate_ms"] = best[row["config"]]
         if profiled and timed:
             use(checked[timed[0]][0])
-            # As the evaluator times it: every aten op of the call through its dispatch guard.
+            # Every aten op of the call through the dispatch guard (as the evaluator's checked
+            # and warm-up calls run), and under the TimedGuard the warm-up taught (as its timed
+            # calls run).
             guard = load("harness_guard", ROOT / "harness" / "guard.py")
 
             def guarded_call(*args):
                 with guard.DispatchGuard():
                     return candidate_call(*args)
             row["guarded_ms"] = median_ms(guarded_call)
+            timed_guard = guard.TimedGuard(guard.DispatchGuard())
+            with timed_guard.learning():
+                candidate_call(*inputs)
+
+            def timed_guard_call(*args):
+                with timed_guard:
+                    return candidate_call(*args)
+            row["timed_guard_ms"] = median_ms(timed_guard_call)
+            if timed_guard.guard.violations:
+                raise RuntimeError(f"the timed guard found {timed_guard.guard.violations[0]}")
             row["profile"] = {"compile": kernel_profile(compiled, inputs),
                               "candidate": kernel_profile(candidate_call, inputs)}
         return row
@@ -426,8 +439,8 @@ def main() -> int:
                 print(f"{row['id']:48} {row['outcome']:12} {row.get('reason', '')[:80]}",
                       flush=True)
             if "guarded_ms" in row:
-                print(f"    candidate {row['guarded_ms']:9.3f} ms under the dispatch guard",
-                      flush=True)
+                print(f"    candidate {row['guarded_ms']:9.3f} ms under the dispatch guard, "
+                      f"{row['timed_guard_ms']:.3f} under the timed calls' guard", flush=True)
             for side, kernels in row.get("profile", {}).items():
                 for name, launches, us in kernels[:8]:
                     print(f"    {side:9} {us:9.1f} us {launches:5g}x  {name[:110]}", flush=True)

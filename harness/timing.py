@@ -24,6 +24,7 @@ import torch
 
 import common
 import input_sets
+from guard import TimedGuard
 from watch import Watch
 
 # Taken before any candidate code is imported: a patch of the module attributes later does not
@@ -63,17 +64,19 @@ def make_parser():
 
 
 class Implementation:
-    """forward(inputs) -> outputs, ending in a device synchronize, called inside guard (the
-    candidate's dispatch guard, entered before the clock starts and left after it stops: its
-    push and pop are the harness's time, not the candidate's; a no-op for eager and compile);
-    after(inputs, outputs) the checks that follow each call outside the timed region. Eager and
-    compile run the same checks (and ignore what they find), so the overhead around their calls
-    is the candidate's."""
+    """forward(inputs) -> outputs, ending in a device synchronize, called inside a guard (for
+    the candidate: its warm-up calls inside the dispatch guard, its timed calls inside the
+    TimedGuard the warm-up taught, each entered before the clock starts and left after it
+    stops, so that its push and pop are the harness's time, not the candidate's; a no-op for
+    eager and compile); after(inputs, outputs) the checks that follow each call outside the
+    timed region. Eager and compile run the same checks (and ignore what they find), so the
+    overhead around their calls is the candidate's."""
 
     def __init__(self, forward: Callable[[list], list], after: Callable[[list, list], None],
-                 watch: Watch, guard: Any = None) -> None:
+                 watch: Watch, guard: TimedGuard | None = None) -> None:
         self.forward, self.after, self.watch = forward, after, watch
-        self.guard = guard if guard is not None else contextlib.nullcontext()
+        self.warmup_guard = guard.learning if guard is not None else contextlib.nullcontext
+        self.timed_guard = (lambda: guard) if guard is not None else contextlib.nullcontext
 
 
 def build(args: Any, init: dict, task: ModuleType, report: dict) -> Implementation:
@@ -93,7 +96,7 @@ def build(args: Any, init: dict, task: ModuleType, report: dict) -> Implementati
         def forward(inputs: list) -> list:
             return common.call_candidate(model, inputs, guard, args.device, guard_held=True)
 
-        return Implementation(forward, after, watch, guard)
+        return Implementation(forward, after, watch, TimedGuard(guard))
 
     watch = Watch(args.device, [])
     try:
@@ -128,7 +131,7 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
     with common.step(report, "warmup"):
         for i in range(args.warmup):
             inputs = common.TimedPlan.copy(base_sets[i % len(base_sets)])
-            with impl.guard:
+            with impl.warmup_guard():
                 outputs = impl.forward(inputs)
             impl.after(inputs, outputs)
             del outputs, inputs
@@ -150,7 +153,7 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
             if l2 is not None:
                 l2.reset()  # T10: no line stays pinned in L2 through the flush
             if cuda:
-                with impl.guard:
+                with impl.timed_guard():
                     _cuda_sync()
                     begin = _perf_ns()
                     _record(start, stream)
@@ -162,7 +165,7 @@ def time_calls(impl: Implementation, base_sets: list[list], args: Any, report: d
                 impl.watch.returned()
                 times.append(_elapsed_ms(start, end) * 1000.0)
             else:
-                with impl.guard:
+                with impl.timed_guard():
                     begin = _perf_ns()
                     outputs = impl.forward(inputs)
                     times.append((_perf_ns() - begin) / 1000.0)

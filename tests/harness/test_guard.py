@@ -9,7 +9,9 @@ from torch.utils._python_dispatch import (
     _pop_mode,
 )
 
-from guard import DispatchGuard, GuardViolation
+import torch._C._autograd as profiler_state
+
+from guard import CallRecord, DispatchGuard, GuardViolation, TimedGuard
 from watch import pin_precision
 
 
@@ -157,3 +159,89 @@ def test_under_a_tf32_pin_tf32_is_no_violation_and_full_fp32_is() -> None:
         torch.mm(X, W.t())
     assert [v["rule"] for v in guard.violations] == ["precision_changed"]
     assert "it pins tf32" in guard.violations[0]["detail"]
+
+
+# --- the timed calls' guard ---------------------------------------------------------------------
+
+
+def honest_forward(x: torch.Tensor) -> torch.Tensor:
+    """A candidate's call as the synthesizer writes them: a library GEMM, views, an allocation."""
+    y = F.linear(x, W).view(-1, 2)
+    return torch.empty_like(y)
+
+
+def taught_guard() -> TimedGuard:
+    timed = TimedGuard(DispatchGuard())
+    with timed.learning():
+        honest_forward(X)
+    assert timed.taught and timed.guard.violations == []
+    return timed
+
+
+def test_timed_calls_that_do_what_a_guarded_call_did_pass() -> None:
+    timed = taught_guard()
+    for x in torch.randn(3, 8, 16):
+        with timed:
+            honest_forward(x)
+    assert timed.guard.violations == []
+    assert profiler_state._profiler_enabled() is False
+
+
+def test_a_fallback_in_timed_calls_only_is_a_violation() -> None:
+    timed = taught_guard()
+    with timed:
+        torch.relu(honest_forward(X))  # not raised: found once the call has returned
+    assert timed.guard.violations == [{
+        "rule": "torch_compute_op",
+        "detail": "aten::relu ran in a timed call of ModelNew.forward and in no call the "
+                  "dispatch guard passed"}]
+
+
+def test_an_op_the_guard_passed_elsewhere_is_a_violation_at_another_place() -> None:
+    # The guard passed reshape as a view of a contiguous tensor; of a transposed one it copies.
+    timed = TimedGuard(DispatchGuard())
+    with timed.learning():
+        X.reshape(-1)
+    with timed:
+        X.t().reshape(-1)
+    details = [v["detail"] for v in timed.guard.violations]
+    assert "aten::reshape > aten::clone ran in a timed call of ModelNew.forward and in no call " \
+        "the dispatch guard passed" in details
+    assert "aten::reshape ran in a timed call" not in " ".join(details)  # passed where it was
+
+
+def test_until_a_call_has_passed_the_timed_guard_is_the_dispatch_guard() -> None:
+    timed = TimedGuard(DispatchGuard())
+    with pytest.raises(GuardViolation, match="aten::relu"):
+        with timed:
+            torch.relu(X)
+    assert not timed.taught and timed.allowed == set()
+    timed = TimedGuard(DispatchGuard())
+    with timed:  # a call that passes teaches it, as in learning()
+        honest_forward(X)
+    assert timed.taught
+    with timed:
+        torch.relu(X)  # recorded now, not raised
+    assert [v["rule"] for v in timed.guard.violations] == ["torch_compute_op"]
+
+
+def test_a_call_the_dispatch_guard_failed_teaches_nothing() -> None:
+    timed = TimedGuard(DispatchGuard())
+    with pytest.raises(GuardViolation):
+        with timed.learning():
+            honest_forward(X)
+            X + 1
+    assert not timed.taught and timed.allowed == set()
+
+
+def test_ending_or_replacing_the_recording_inside_a_call_is_a_violation() -> None:
+    timed = taught_guard()
+    with timed:  # the recording the guard began is ended, another begun
+        profiler_state._disable_profiler_legacy()
+        CallRecord().__enter__()
+    with timed:
+        profiler_state._disable_profiler_legacy()
+    assert [v["rule"] for v in timed.guard.violations] == ["guard_tampered", "guard_tampered"]
+    assert "replaced" in timed.guard.violations[0]["detail"]
+    assert "ended" in timed.guard.violations[1]["detail"]
+    assert profiler_state._profiler_enabled() is False
