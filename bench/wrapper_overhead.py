@@ -6,10 +6,11 @@ candidate runs many small kernels (an unrolled recurrence, say), this host time 
 GPU sets the pace, and torch.compile's generated callers are lean.
 
 Then the aten ops one forward dispatches (views and allocations, library GEMM and convolution;
-in all and by op), counted on the meta device, and what the evaluator's dispatch guard adds to
-each: every timed call of a candidate runs inside it, each aten op passing through Python (a
-baseline's calls do not), so the ops times that cost is host time the candidate pays and eager
-does not.
+in all and by op), counted on the meta device, and what the evaluator's guards add to each: the
+dispatch guard, each aten op through Python, around a candidate's checked and warm-up calls,
+and the TimedGuard, the profiler's record of each op, around its timed calls (a baseline's calls
+run under neither), so the ops times that cost is host time the candidate pays and eager does
+not.
 
 And the kernels one forward launches, the pipeline's copy kernel's among them with the bytes
 those copies move (read and written): data a fused kernel could have read or written in place.
@@ -129,30 +130,41 @@ def forward_ops(model, task) -> dict:
     return counting.ops
 
 
-def guard_cost_us(calls: int) -> float:
-    """What the dispatch guard adds to one aten op: views and an allocation of small CPU
-    tensors, plain and inside the guard, per op."""
+def guard_cost_us(calls: int) -> dict[str, float]:
+    """What each of the evaluator's guards adds to one aten op (views and an allocation of small
+    CPU tensors, plain and inside the guard, per op): "dispatch", the dispatch guard of its
+    checked and warm-up calls; "timed", the TimedGuard of its timed calls, taught by one call
+    under the dispatch guard."""
     sys.path.insert(0, str(ROOT / "harness"))
+    import contextlib
+
     import torch
 
     import guard
 
     x = torch.empty(4, 6, 12)
 
-    def plain():
+    def ops():
         for _ in range(100):  # four aten ops a round: select, split, empty, slice
             x.select(1, 3).chunk(3, 1)
             torch.empty(4, 4)[:, 1:]
 
-    def guarded():
-        with guard.DispatchGuard():
-            plain()
+    timed = guard.TimedGuard(guard.DispatchGuard())
+    with timed.learning():
+        ops()
     number = max(1, calls // 50)
     best = {}
-    for name, call in (("plain", plain), ("guarded", guarded)):
-        call()
-        best[name] = min(timeit.repeat(call, number=number, repeat=5))
-    return (best["guarded"] - best["plain"]) / (number * 100 * 4) * 1e6
+    for name, inside in (("plain", contextlib.nullcontext), ("dispatch", guard.DispatchGuard),
+                         ("timed", lambda: timed)):
+        times = []
+        for _ in range(5):
+            with inside():
+                times.append(timeit.timeit(ops, number=number))
+        best[name] = min(times)
+    if timed.guard.violations:
+        raise RuntimeError(f"the timed guard found {timed.guard.violations[0]}")
+    return {name: (best[name] - best["plain"]) / (number * 100 * 4) * 1e6
+            for name in ("dispatch", "timed")}
 
 
 def main() -> None:
@@ -199,14 +211,17 @@ def main() -> None:
         print(f"{result['task']:40} {'one forward':16} {'':>6} "
               f"{result['every_call_us']:>14.1f} {result['as_generated_us']:>16.1f}")
     per_op = guard_cost_us(args.calls)
-    print(f"\nthe dispatch guard adds {per_op:.2f} us to an aten op on this machine")
-    print(f"{'one forward':40} {'aten ops':>9} {'library':>8} {'guard us':>9}")
+    print(f"\nthe dispatch guard adds {per_op['dispatch']:.2f} us to an aten op on this machine, "
+          f"the timed calls' guard {per_op['timed']:.2f}")
+    print(f"{'one forward':40} {'aten ops':>9} {'library':>8} {'guard us':>9} {'timed us':>9}")
     for result in results:
         forward = result["forward"]
         if forward:
             ops = forward["allowed"] + forward["library"] + forward["compute"]
-            result["guard_us"] = ops * per_op
-            print(f"{result['task']:40} {ops:>9} {forward['library']:>8} {ops * per_op:>9.1f}")
+            result["guard_us"] = ops * per_op["dispatch"]
+            result["timed_guard_us"] = ops * per_op["timed"]
+            print(f"{result['task']:40} {ops:>9} {forward['library']:>8} "
+                  f"{result['guard_us']:>9.1f} {result['timed_guard_us']:>9.1f}")
             by_name = sorted(forward["by_name"].items(), key=lambda item: -item[1])
             print("    " + ", ".join(f"{name.removeprefix('aten::')} {count}"
                                     for name, count in by_name))
@@ -218,7 +233,8 @@ def main() -> None:
         print(f"{result['task']:40} {total:>15} {copies['calls']:>7} "
               f"{copies['bytes'] / 1e6:>10.1f}")
     out = bench.results_dir() / "wrapper_overhead.json"
-    out.write_text(json.dumps({"shrink": args.shrink, "guard_us_an_op": per_op, "tasks": results},
+    out.write_text(json.dumps({"shrink": args.shrink, "guard_us_an_op": per_op["dispatch"],
+                               "timed_guard_us_an_op": per_op["timed"], "tasks": results},
                               indent=1) + "\n")
     print(f"wrote {out}")
 
