@@ -89,9 +89,13 @@ int input_groups(const ElementwisePlan& plan, std::size_t k) {
   return k < plan.input_groups.size() ? plan.input_groups[k] : 1;
 }
 
+/// Whether a thread's four vectors of every input fit its registers (else they spill).
+bool four_vectors_fit(const ElementwisePlan& plan, int lanes) {
+  return static_cast<int>(plan.inputs.size()) * lanes * kUnrolls[1] <= kLoadRegisters;
+}
+
 int default_unroll(const ElementwisePlan& plan, int lanes) {
-  if (static_cast<int>(plan.inputs.size()) * lanes * kUnrolls[1] > kLoadRegisters)
-    return kUnrolls[0];
+  if (!four_vectors_fit(plan, lanes)) return kUnrolls[0];
   int cost = 0;
   // Lines with one value a row count too: on an H200, a batch norm whose 1 / sqrt(var + eps)
   // was computed once a thread still ran slower at one vector a thread than at four
@@ -749,16 +753,17 @@ Status synthesize_elementwise(const Graph& graph, const std::string& device, Can
       kernel;
   if (device == "cuda") {
     // By default 256 threads and the vectors the body's cost gives; then the other count of
-    // vectors, and 512 threads.
+    // vectors, where four fit the registers, and 512 threads.
     const int unroll = default_unroll(plan, vector_lanes(plan));
     const int other = unroll == kUnrolls[0] ? 1 : 0;  // index in kUnrolls
     const auto label = [](int threads, int vectors) {
       return std::to_string(threads) + " threads, " + std::to_string(vectors) +
              (vectors == 1 ? " vector" : " vectors") + " each";
     };
-    candidate->configs = {{-1, label(256, unroll)},
-                          {3 * other + 1, label(256, kUnrolls[other])},
-                          {3 * (1 - other) + 2, label(512, unroll)}};
+    candidate->configs = {{-1, label(256, unroll)}};
+    if (four_vectors_fit(plan, vector_lanes(plan)))
+      candidate->configs.push_back({3 * other + 1, label(256, kUnrolls[other])});
+    candidate->configs.push_back({3 * (1 - other) + 2, label(512, unroll)});
   } else {
     candidate->configs = cpu_schedules();
   }

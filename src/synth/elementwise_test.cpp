@@ -228,6 +228,38 @@ TEST(SynthElementwise, CostlyBodiesTakeFourVectorsAThreadAndTheTunerTriesBoth) {
   EXPECT_EQ(costly.configs[2].id, 5);      // 512 threads, four vectors
 }
 
+TEST(SynthElementwise, ManyInputsTakeOneVectorAThreadAndTheTunerNeverTriesFour) {
+  // Four vectors of each of 9 float32 inputs (144 floats) would not fit a thread's registers
+  // (an unrolled GRU's gate kernel spilled 1.7 KB a thread at 13): one vector a thread, and
+  // 256 or 512 threads the tuner's only choice.
+  const std::vector<std::string> names = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8"};
+  json inputs = json::array(), nodes = json::array();
+  for (const std::string& name : names) inputs.push_back(tensor_input(name, "input", {64, 32}));
+  std::string sum = names[0];
+  for (std::size_t k = 1; k < names.size(); ++k) {
+    const std::string next = "s" + names[k];
+    nodes.push_back(
+        node(next, "aten.add.Tensor", {testing::ref(sum), testing::ref(names[k])}, {64, 32}));
+    sum = next;
+  }
+  nodes.push_back(
+      node("y", "aten.gelu.default", {testing::ref(sum)}, {64, 32}));  // costly: else four
+  Candidate many;
+  ASSERT_TRUE(synthesize_elementwise(read({{"schema", "cuda-agent.graph/1"},
+                                           {"inputs", inputs},
+                                           {"nodes", nodes},
+                                           {"outputs", {"y"}}}),
+                                     "cuda", &many)
+                  .ok());
+  ASSERT_EQ(many.configs.size(), 2u);
+  EXPECT_EQ(many.configs[0].label, "256 threads, 1 vector each");
+  EXPECT_EQ(many.configs[1].label, "512 threads, 1 vector each");
+  EXPECT_EQ(many.configs[1].id, 2);
+  EXPECT_NE(many.files.at("kernels/fused_elementwise.cu")
+                .find("const int unroll = sa_config >= 0 ? (sa_config < 3 ? 1 : 4) : 1;"),
+            std::string::npos);
+}
+
 /// loss(prediction, target, reduction, extra) over (8, 16): smooth_l1_loss's beta or kl_div's
 /// log_target as extra.
 json loss(const std::string& target, int reduction, json extra) {
