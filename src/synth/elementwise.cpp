@@ -474,16 +474,23 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         "    }\n" +
         per_row_setup + compute + "  }\n}\n\n";
     const int unroll = default_unroll(plan, lanes);
-    source +=
-        "// The launch configuration model_new.py chose: 128 << (config % 3) threads and, for\n"
-        "// config < 3, " +
-        std::to_string(kUnrolls[0]) + " vector(s) a thread, else " + std::to_string(kUnrolls[1]) +
-        "; or -1: 256 threads and " + std::to_string(unroll) +
-        " vector(s) a\n// thread (by the body's estimated cost).\n"
-        "static int sa_config = -1;\n"
-        "extern \"C\" int fused_elementwise_config(int64_t config) {\n"
-        "  sa_config = config >= 0 && config < 6 ? (int)config : -1;\n"
-        "  return 0;\n}\n\n";
+    // Where four vectors of every input would spill, no configuration takes four (nor is the
+    // kernel built for them).
+    const bool four = four_vectors_fit(plan, lanes);
+    const std::string vectors =
+        four ? "for\n// config < 3, " + std::to_string(kUnrolls[0]) + " vector(s) a thread, else " +
+                   std::to_string(kUnrolls[1]) + "; or -1: 256 threads and " +
+                   std::to_string(unroll) + " vector(s) a\n// thread (by the body's estimated cost)"
+             : std::to_string(kUnrolls[0]) +
+                   " vector a thread (four of\n// every input would not fit its registers); "
+                   "-1: 256 threads";
+    source += "// The launch configuration model_new.py chose: 128 << (config % 3) threads and " +
+              vectors +
+              ".\n"
+              "static int sa_config = -1;\n"
+              "extern \"C\" int fused_elementwise_config(int64_t config) {\n"
+              "  sa_config = config >= 0 && config < 6 ? (int)config : -1;\n"
+              "  return 0;\n}\n\n";
     source +=
         "template <int V, int U>\nstatic int launch(" + params +
         ", cudaStream_t stream) {\n"
@@ -511,16 +518,16 @@ std::string elementwise_kernel_source(const ElementwisePlan& plan, const std::st
         ", tiles_across, tiles);\n"
         "  return (int)cudaGetLastError();\n}\n\n"
         "template <int V>\nstatic int launch_v(" +
-        params +
-        ", cudaStream_t stream) {\n"
-        "  const int unroll = sa_config >= 0 ? (sa_config < 3 ? " +
-        std::to_string(kUnrolls[0]) + " : " + std::to_string(kUnrolls[1]) +
-        ") : " + std::to_string(unroll) +
-        ";\n"
-        "  if (unroll == " +
-        std::to_string(kUnrolls[1]) + ") return launch<V, " + std::to_string(kUnrolls[1]) + ">(" +
-        args + ", stream);\n  return launch<V, " + std::to_string(kUnrolls[0]) + ">(" + args +
-        ", stream);\n}\n\n";
+        params + ", cudaStream_t stream) {\n";
+    if (four) {
+      source += "  const int unroll = sa_config >= 0 ? (sa_config < 3 ? " +
+                std::to_string(kUnrolls[0]) + " : " + std::to_string(kUnrolls[1]) +
+                ") : " + std::to_string(unroll) +
+                ";\n  if (unroll == " + std::to_string(kUnrolls[1]) + ") return launch<V, " +
+                std::to_string(kUnrolls[1]) + ">(" + args + ", stream);\n";
+    }
+    source +=
+        "  return launch<V, " + std::to_string(kUnrolls[0]) + ">(" + args + ", stream);\n}\n\n";
     source += "extern \"C\" int fused_elementwise(" + params +
               ", void* stream) {\n"
               "  if (rows == 0 || cols == 0) return 0;\n"

@@ -255,9 +255,10 @@ TEST(SynthElementwise, ManyInputsTakeOneVectorAThreadAndTheTunerNeverTriesFour) 
   EXPECT_EQ(many.configs[0].label, "256 threads, 1 vector each");
   EXPECT_EQ(many.configs[1].label, "512 threads, 1 vector each");
   EXPECT_EQ(many.configs[1].id, 2);
-  EXPECT_NE(many.files.at("kernels/fused_elementwise.cu")
-                .find("const int unroll = sa_config >= 0 ? (sa_config < 3 ? 1 : 4) : 1;"),
-            std::string::npos);
+  // Nor is the kernel built for four.
+  const std::string& cu = many.files.at("kernels/fused_elementwise.cu");
+  EXPECT_EQ(cu.find("launch<V, 4>"), std::string::npos) << cu;
+  EXPECT_NE(cu.find("  return launch<V, 1>("), std::string::npos);
 }
 
 /// loss(prediction, target, reduction, extra) over (8, 16): smooth_l1_loss's beta or kl_div's
