@@ -74,7 +74,8 @@ FORBIDDEN_MODULES = frozenset({
     "platform", "sysconfig", "site", "runpy", "zipimport", "pkgutil",
     "torch._C", "torch._dynamo", "torch._inductor", "torch.utils._python_dispatch",
     "torch.utils.cpp_extension", "torch.cuda.graphs", "torch.jit", "torch.compiler", "torch.fx",
-    "torch.overrides", "torch.library", "torch.ops", "torch.backends",
+    "torch.overrides", "torch.library", "torch.ops", "torch.backends", "torch.profiler",
+    "torch.autograd.profiler",
     "model",  # the task's reference
     "common", "guard", "check", "prepare", "timing", "run_candidate", "rules",  # the harness
 })
@@ -103,6 +104,9 @@ FORBIDDEN_ATTRIBUTES = frozenset({
     "_EnableTorchFunction", "_DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_pop_mode",
     "_push_mode", "graphs", "CUDAGraph", "make_graphed_callables", "jit", "_ops", "ops",
     "library", "overrides", "_refs", "_prims", "_decomp", "fx",
+    # The profiler, whose record of a timed call's ops the timed calls' guard reads (guard.py).
+    "profiler", "_enable_profiler", "_enable_profiler_legacy", "_disable_profiler",
+    "_disable_profiler_legacy", "_prepare_profiler", "_profiler_enabled",
 })
 # Attributes forbidden only on one owner: torch.cuda.graph.
 OWNED_ATTRIBUTES = {"graph": "torch.cuda"}
