@@ -14,9 +14,9 @@ Each op through the mode costs several microseconds of Python (5.4 on the CI mac
 on a loaded GPU machine), host time that eager's and torch.compile's timed calls do not pay and
 that a candidate of many small kernels pays in full. So timing.py's timed calls run under a
 TimedGuard instead: the profiler's record functions (C++; 1.6 us an op on the CI machine, the
-views' inner ops recorded too: bench/wrapper_overhead.py) list the ops each timed call ran, and every one must have run, at the same place in the call tree, in
-a warm-up call that the dispatch guard passed. A timed call can do nothing a guarded call did
-not.
+views' inner ops recorded too: bench/wrapper_overhead.py) list the ops each timed call ran, and
+every one must have run, at the same place in the call tree, in a warm-up call that the
+dispatch guard passed. A timed call can do nothing a guarded call did not.
 """
 
 import functools

@@ -140,7 +140,8 @@ PYTHON_FIRES = {
                                "import torch\ng = torch.cuda.make_graphed_callables(f)  # HERE"),
     "torch.ops": ("forbidden_attribute", V, "import torch\nop = torch.ops.aten.add  # HERE\n"),
     "the profiler's recording ended": (
-        "forbidden_attribute", V, "import torch\ntorch.autograd._disable_profiler_legacy()  # HERE\n"),
+        "forbidden_attribute", V,
+        "import torch\ntorch.autograd._disable_profiler_legacy()  # HERE\n"),
     "torch.autograd.profiler": (
         "forbidden_attribute", V, "import torch\np = torch.autograd.profiler.profile()  # HERE\n"),
     "import torch.profiler": ("forbidden_import", V, "import torch.profiler  # HERE\n"),
