@@ -761,14 +761,15 @@ Status synthesize_elementwise(const Graph& graph, const std::string& device, Can
   if (device == "cuda") {
     // By default 256 threads and the vectors the body's cost gives; then the other count of
     // vectors, where four fit the registers, and 512 threads.
-    const int unroll = default_unroll(plan, vector_lanes(plan));
+    const int lanes = vector_lanes(plan);
+    const int unroll = default_unroll(plan, lanes);
     const int other = unroll == kUnrolls[0] ? 1 : 0;  // index in kUnrolls
     const auto label = [](int threads, int vectors) {
       return std::to_string(threads) + " threads, " + std::to_string(vectors) +
              (vectors == 1 ? " vector" : " vectors") + " each";
     };
     candidate->configs = {{-1, label(256, unroll)}};
-    if (four_vectors_fit(plan, vector_lanes(plan)))
+    if (four_vectors_fit(plan, lanes))
       candidate->configs.push_back({3 * other + 1, label(256, kUnrolls[other])});
     candidate->configs.push_back({3 * (1 - other) + 2, label(512, unroll)});
   } else {

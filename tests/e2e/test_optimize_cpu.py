@@ -29,6 +29,14 @@ def why(result, record: dict) -> str:
             f"violations: {json.dumps(record.get('violations'))}")
 
 
+def verified(agent, task: Path, workspace: Path) -> dict:
+    """optimize --stage verify of task into workspace, which must pass: its record."""
+    result, record = optimize(agent, task, workspace, "--stage", "verify")
+    assert result.returncode == 0, why(result, record)
+    assert record["correct"] and record["violations"] == [], record.get("reason")
+    return record
+
+
 def test_an_elementwise_chain_becomes_one_tuned_kernel_and_its_kind_starts_from_the_winner(
         agent, tmp_path):
     agent = CudaAgent(agent.binary, tmp_path)  # a tuning database of its own
@@ -156,9 +164,7 @@ def test_the_variance_of_values_far_from_zero_keeps_its_precision(agent, tmp_pat
     # 1e8 keeps steps of 8); the kernel's moments, taken about values of the row, keep it.
     task = tmp_path / "far_from_zero.py"
     task.write_text(FAR_FROM_ZERO)
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, tmp_path / "ws")
     assert "sa_moment(" in (tmp_path / "ws" / "kernels" / "fused_rows.cpp").read_text()
 
 
@@ -197,9 +203,7 @@ def verified_kernel(agent, tmp_path, name: str, kernel: str, body: str, inputs: 
     task = tmp_path / f"{name}.py"
     task.write_text(SMALL_TASK.format(parameters=parameters, body=body, batch=batch,
                                       inputs=inputs))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, tmp_path / "ws")
     return (tmp_path / "ws" / "kernels" / f"{kernel}.cpp").read_text()
 
 
@@ -295,9 +299,7 @@ def test_views_are_read_in_place_by_the_row_and_elementwise_kernels(agent, tmp_p
     task = tmp_path / "views.py"
     task.write_text(SMALL_TASK.format(parameters="", body=VIEWS, batch=6,
                                       inputs="torch.randn(batch, 7, 60)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, tmp_path / "ws")
     model = (tmp_path / "ws" / "model_new.py").read_text()
     assert "synth_copy" not in model and model.count("self._kernels[") == 3, model
 
@@ -312,9 +314,7 @@ def test_a_depthwise_convolution_before_a_pointwise_one_runs_in_the_window_kerne
                    "        self.pw = nn.Conv2d(6, 10, 1)\n",
         body="return F.relu6(self.pw(F.relu6(self.dw(x))))", batch=4,
         inputs="torch.randn(batch, 6, 13, 11)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, tmp_path / "ws")
     model = (tmp_path / "ws" / "model_new.py").read_text()
     assert "self._kernels[0](x, self.dw.weight, self.dw.bias)" in model, model
     assert "F.conv2d(v_relu6, self.pw.weight, self.pw.bias)" in model, model
@@ -343,9 +343,7 @@ def verified_recurrence(agent, tmp_path_factory) -> Path:
         parameters="        self.proj = nn.Linear(12, 16)\n"
                    "        self.rec = nn.Linear(8, 8, bias=False)\n",
         body=RECURRENCE, batch=5, inputs="torch.randn(batch, 4, 12)"))
-    result, r = optimize(agent, task, base / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, base / "ws")
     return base / "ws"
 
 
@@ -434,9 +432,7 @@ def test_the_elementwise_kernel_reads_transposed_heads_and_a_gates_column_in_pla
              "        z = torch.tanh(self.proj(x)) * g[..., 1:2]\n"
              "        return z.view(x.shape[0], 5, 3, 8).transpose(1, 2) * self.scale",
         batch=4, inputs="torch.randn(batch, 5, 16)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, tmp_path / "ws")
     model = (tmp_path / "ws" / "model_new.py").read_text()
     assert "synth_copy" not in model, model
     callers = [p.read_text() for p in sorted((tmp_path / "ws").glob("synth_kernel*.py"))]
@@ -456,9 +452,7 @@ def test_a_kernel_writes_its_result_into_its_slice_of_a_cat(agent, tmp_path):
              "        z = torch.cat((self.cls.expand(x.shape[0], -1, -1), tokens), dim=1)\n"
              "        return self.proj(z)",
         batch=3, inputs="torch.randn(batch, 6, 16)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, tmp_path / "ws")
     model = (tmp_path / "ws" / "model_new.py").read_text()
     assert "v_cat = torch.empty((3, 7, 16, ), dtype=torch.float32, device=x.device)" in model, \
         model
@@ -525,9 +519,7 @@ def test_the_views_a_rewrite_makes_are_no_view_ops(agent, tmp_path, monkeypatch)
         body="return torch.relu(F.batch_norm(x, self.mean, self.var, self.weight, self.bias, "
              "training=False, eps=1e-5))",
         batch=4, inputs="torch.randn(batch, 6, 5, 7)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, tmp_path / "ws")
     model = (tmp_path / "ws" / "model_new.py").read_text()
     assert "synth_piece.viewed(self.weight).view(-1, 1, 1)" in model, model
     monkeypatch.syspath_prepend(str(tmp_path / "ws"))
@@ -575,9 +567,7 @@ def test_attention_is_one_kernel_that_reads_the_heads_in_place(agent, tmp_path):
     task.write_text(SMALL_TASK.format(
         parameters="        self.bias = nn.Parameter(torch.randn(40).half())\n",
         body=ATTENTION, batch=3, inputs="(0.4 * torch.randn(batch, 40, 192)).half()"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [], r.get("reason")
+    verified(agent, task, tmp_path / "ws")
     kernel = (tmp_path / "ws" / "kernels" / "fused_attention_k0.cpp").read_text()
     assert "#define SA_D 32" in kernel and "p_in0[" in kernel, kernel  # the bias, in f
     model = (tmp_path / "ws" / "model_new.py").read_text()
@@ -674,9 +664,8 @@ def test_a_weight_read_by_several_linears_is_transposed_once(agent, tmp_path, mo
         body="h = torch.tanh(self.step(x))\n        h = torch.tanh(self.step(h) + x)\n"
              "        h = torch.tanh(self.step(h) + x)\n        return self.out(h) * 2.0",
         batch=8, inputs="torch.randn(batch, 64)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [] and r["warnings"] == [], r
+    r = verified(agent, task, tmp_path / "ws")
+    assert r["warnings"] == [], r
 
     monkeypatch.syspath_prepend(str(tmp_path / "ws"))
     module = caller_arguments(tmp_path / "ws", [], monkeypatch)
@@ -912,9 +901,8 @@ def test_a_kernel_caller_works_out_its_layout_once_per_shapes_and_strides(agent,
     task = tmp_path / "caller.py"
     task.write_text(SMALL_TASK.format(parameters="", body=body, batch=8,
                                       inputs="torch.randn(batch, 64)"))
-    result, r = optimize(agent, task, tmp_path / "ws", "--stage", "verify")
-    assert result.returncode == 0, why(result, r)
-    assert r["correct"] and r["violations"] == [] and r["warnings"] == [], r
+    r = verified(agent, task, tmp_path / "ws")
+    assert r["warnings"] == [], r
     calls: list[tuple] = []
     module = caller_arguments(tmp_path / "ws", calls, monkeypatch)
     model = module.ModelNew()
