@@ -132,12 +132,19 @@ class DispatchGuard(TorchDispatchMode):
 _OPENING = "cuda-agent timed call"
 
 
+_CANONICAL = {**{op: "(a view)" for op in VIEW_OPS},
+              **{op: "(an allocation)" for op in ALLOCATION_OPS}}
+
+
 def call_paths(threads: list) -> set[tuple[str, ...]]:
     """The ops of a recording (the legacy profiler's events, a list a thread, each event a push,
     pop or mark) as their call paths: the names from the outermost op down to each op, an op
     that runs itself again directly (as the dispatch guard's mode does with each op it passes)
     named once, and nothing below an allocation, a view or a library op (their insides are
-    torch's and the library's, not the candidate's, and may differ from call to call)."""
+    torch's and the library's, not the candidate's, and may differ from call to call). Views
+    and allocations are named by their kind alone: which of them a composite op picks can
+    depend on the dispatch guard itself (reshape makes a view with `view` under a dispatch mode
+    and with `_reshape_alias` without one), and none of them computes."""
     paths = set()
     for events in threads:
         stack: list[tuple[tuple[str, ...], bool]] = []  # (path, whether ops below it count)
@@ -145,11 +152,12 @@ def call_paths(threads: list) -> set[tuple[str, ...]]:
             kind = event.kind()
             if kind == "push":
                 path, open_below = stack[-1] if stack else ((), True)
-                name = event.name()
+                op = event.name()
+                name = _CANONICAL.get(op, op)
                 if open_below and (not path or path[-1] != name):
                     path = path + (name,)
                     paths.add(path)
-                    open_below = classify_packet(name) == "compute"
+                    open_below = classify_packet(op) == "compute"
                 stack.append((path, open_below))
             elif kind == "pop" and stack:
                 stack.pop()

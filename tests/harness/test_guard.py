@@ -210,6 +210,21 @@ def test_an_op_the_guard_passed_elsewhere_is_a_violation_at_another_place() -> N
     assert "aten::reshape ran in a timed call" not in " ".join(details)  # passed where it was
 
 
+def test_a_view_a_composite_op_picks_only_outside_the_dispatch_mode_passes() -> None:
+    # matmul of 4-dim tensors folds the transposed operand with reshape, which makes its view
+    # with `view` under the dispatch guard's mode and with `_reshape_alias` without one.
+    q, k = torch.randn(2, 3, 16, 8), torch.randn(2, 3, 16, 8)
+    timed = TimedGuard(DispatchGuard())
+    with timed.learning():
+        torch.matmul(q, k.transpose(-2, -1))
+    with timed:
+        torch.matmul(q, k.transpose(-2, -1))
+    assert timed.taught and timed.guard.violations == []
+    with timed:
+        torch.matmul(q, k.transpose(-2, -1)).relu()
+    assert [v["detail"].split(" ran ")[0] for v in timed.guard.violations] == ["aten::relu"]
+
+
 def test_until_a_call_has_passed_the_timed_guard_is_the_dispatch_guard() -> None:
     timed = TimedGuard(DispatchGuard())
     with pytest.raises(GuardViolation, match="aten::relu"):
