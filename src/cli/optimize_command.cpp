@@ -452,8 +452,11 @@ int OptimizeCommand::run(const std::string& store_path) {
     if (Status s = write_file_atomic(dir / "model_new.py", files["model_new.py"]); !s.ok()) {
       return fail(s);
     }
-    recorder.turn("tune: " + tuning.value("label", std::string("another configuration")) +
-                  " is the fastest");
+    // Without a tuner's record, the change was the default's, where the database's failed.
+    recorder.turn(tuning.is_object()
+                      ? "tune: " + tuning.value("label", std::string("another configuration")) +
+                            " is the fastest"
+                      : "tune: the default configuration, the tuning database's failing here");
     agent::ToolOutput edited =
         was && now ? recorder.call("Edit", {{"file_path", "model_new.py"},
                                             {"old_string", synth::config_text(*was)},
