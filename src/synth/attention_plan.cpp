@@ -364,6 +364,14 @@ SA_FN void sa_mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// 2^x by the special function unit (ex2.approx: 2 ulp; 0 at -inf); log2 e for its argument.
+SA_FN float sa_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+#define SA_LOG2E 1.4426950408889634f
+
 SA_FN uint32_t sa_word_at(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
 SA_FN uint32_t sa_shared(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -546,15 +554,16 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
             top = fmaxf(top, fmaxf(s[mt][nt][2 * hr], s[mt][nt][2 * hr + 1]));
           top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
           top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-          // A row masked so far has nothing to shift by: its exponentials are 0.
-          const float base = top == -INFINITY ? 0.0f : top;
-          const float alpha = __expf(mx[mt][hr] - base);
+          // A row masked so far has nothing to shift by: its exponentials are 0. e^(x - top)
+          // is 2^(x log2 e - top log2 e), one fused multiply-add and the exponential a score.
+          const float shift = (top == -INFINITY ? 0.0f : top) * SA_LOG2E;
+          const float alpha = sa_exp2(fmaf(mx[mt][hr], SA_LOG2E, -shift));
           mx[mt][hr] = top;
           float sum = 0.0f;
 #pragma unroll
           for (int nt = 0; nt < SA_BN / 8; ++nt) {
-            s[mt][nt][2 * hr] = __expf(s[mt][nt][2 * hr] - base);
-            s[mt][nt][2 * hr + 1] = __expf(s[mt][nt][2 * hr + 1] - base);
+            s[mt][nt][2 * hr] = sa_exp2(fmaf(s[mt][nt][2 * hr], SA_LOG2E, -shift));
+            s[mt][nt][2 * hr + 1] = sa_exp2(fmaf(s[mt][nt][2 * hr + 1], SA_LOG2E, -shift));
             sum += s[mt][nt][2 * hr] + s[mt][nt][2 * hr + 1];
           }
           l[mt][hr] = l[mt][hr] * alpha + sum;  // this thread's part of the row's sum
@@ -601,12 +610,13 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         const int64_t i = m0 + r0 + 16 * mt + hr * 8;
         if (i >= a.Lq) continue;
-        // A row masked whole is NaN, as torch's softmax makes it: 0 / 0.
+        // A row masked whole is NaN, as torch's softmax makes it: 0 times 1 / 0.
+        const float inv = 1.0f / sum;
         T* row = a.out + (bh * a.Lq + i) * SA_DV;
 #pragma unroll
         for (int dt = 0; dt < SA_DV / 8; ++dt) {
           *reinterpret_cast<uint32_t*>(row + dt * 8 + 2 * t) =
-              sa_word(o[mt][dt][2 * hr] / sum, o[mt][dt][2 * hr + 1] / sum, (const T*)0);
+              sa_word(o[mt][dt][2 * hr] * inv, o[mt][dt][2 * hr + 1] * inv, (const T*)0);
         }
       }
     }
