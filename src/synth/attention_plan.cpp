@@ -531,17 +531,34 @@ static __global__ void __launch_bounds__(128) sa_attention(SaArgs a, bool vq, bo
           }
         }
       }
+      // Whether the step's keys and the block's queries all lie within the lengths (all but
+      // the last step and block where a length is no multiple of them): then no score's
+      // indices are checked.
+      const bool inside = n0 + SA_BN <= a.Lk && m0 + BM <= a.Lq;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         // f of each score; a key past the end scores -inf. The tensors f reads are read at the
         // last query for rows past the end, whose results nothing stores.
+        if (inside) {
 #pragma unroll
-        for (int nt = 0; nt < SA_BN / 8; ++nt) {
+          for (int nt = 0; nt < SA_BN / 8; ++nt) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t i = m0 + r0 + 16 * mt + (e >> 1) * 8, j = n0 + nt * 8 + 2 * t + (e & 1);
-            s[mt][nt][e] = j < a.Lk ? sa_score(a, s[mt][nt][e], b, h, i < a.Lq ? i : a.Lq - 1, j)
-                                    : -INFINITY;
+            for (int e = 0; e < 4; ++e) {
+              s[mt][nt][e] = sa_score(a, s[mt][nt][e], b, h, m0 + r0 + 16 * mt + (e >> 1) * 8,
+                                      n0 + nt * 8 + 2 * t + (e & 1));
+            }
+          }
+        } else {
+#pragma unroll
+          for (int nt = 0; nt < SA_BN / 8; ++nt) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int64_t i = m0 + r0 + 16 * mt + (e >> 1) * 8,
+                            j = n0 + nt * 8 + 2 * t + (e & 1);
+              s[mt][nt][e] = j < a.Lk ? sa_score(a, s[mt][nt][e], b, h,
+                                                 i < a.Lq ? i : a.Lq - 1, j)
+                                      : -INFINITY;
+            }
           }
         }
         // The online softmax of each of the thread's two rows: the 4 threads of a row group
