@@ -648,7 +648,8 @@ static bool sa_rows16(const void* p, int64_t sb, int64_t sh, int64_t sr, int64_t
 }
 )";
 
-// The configuration: -1, m-tiles a warp by the head dims (SA_MT); 1 or 2, that many.
+// The configuration: -1, m-tiles a warp by the head dims (SA_MT); 1 or 2, that many (2 only
+// where SA_MT is).
 const char* const kCudaLaunch = R"(
 static int sa_config = -1;
 extern "C" int fused_attention_config(int64_t config) {
@@ -726,7 +727,12 @@ std::string cuda_source(const AttentionPlan& plan, const std::string& head) {
          "  const int mt = sa_config > 0 ? sa_config : SA_MT;\n"
          "  const bool vq = sa_rows16(q, q0, q1, q2, q3), vk = sa_rows16(kt, k0, k1, k3, k2),\n"
          "             vv = sa_rows16(v, v0, v1, v2, v3);\n"
+         "#if SA_MT == 2  // two m-tiles a warp spill past head dims of 64: not built there\n"
          "  return mt == 2 ? sa_launch<2>(a, vq, vk, vv, st) : sa_launch<1>(a, vq, vk, vv, st);\n"
+         "#else\n"
+         "  (void)mt;\n"
+         "  return sa_launch<1>(a, vq, vk, vv, st);\n"
+         "#endif\n"
          "}\n";
 }
 
@@ -801,7 +807,9 @@ Status synthesize_attention(const Graph& graph, const std::string& device, Candi
       ->files[device == "cuda" ? "kernels/fused_attention.cu" : "kernels/fused_attention.cpp"] =
       kernel;
   candidate->configs = {{-1, "m-tiles a warp by the head dims, 64 keys a step"}};
-  if (device == "cuda") {
+  // Two m-tiles a warp hold twice the scores and outputs in registers: past head dims of 64
+  // they spill (ptxas: over 900 bytes a thread at 128), so there the kernel takes one alone.
+  if (device == "cuda" && plan.head_dim <= 64 && plan.value_dim <= 64) {
     candidate->configs.push_back({1, "64 queries a block (16 a warp), 64 keys a step"});
     candidate->configs.push_back({2, "128 queries a block (32 a warp), 64 keys a step"});
   }

@@ -172,6 +172,28 @@ TEST(Attention, ItStillFiresOnOtherShapesAndBfloat16) {
   }
 }
 
+TEST(Attention, PastHeadDimsOf64TheKernelTakesOneTileAWarpAndTheTunerIsOfferedNoOther) {
+  // Two m-tiles a warp keep twice the scores and outputs in registers, which spill at 128.
+  for (const Sizes& z : {Sizes{{2, 3}, 40, 50, 64, 64}, Sizes{{2, 3}, 40, 50, 128, 128},
+                         Sizes{{2, 3}, 40, 50, 64, 96}}) {
+    Graph g = read(attention(z));
+    std::vector<PipelineStep> steps;
+    ASSERT_TRUE(plan_pipeline(g, &steps).ok());
+    const PipelineStep* step = attention_step(steps);
+    ASSERT_NE(step, nullptr) << z.d;
+    Candidate c;
+    const Status s = synthesize_attention(step_graph(g, *step), "cuda", &c);
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::vector<int> ids;
+    for (const auto& config : c.configs) ids.push_back(config.id);
+    const bool two = z.d <= 64 && z.dv <= 64;
+    EXPECT_EQ(ids, two ? std::vector<int>({-1, 1, 2}) : std::vector<int>({-1})) << z.d;
+    const std::string& source = c.files.at("kernels/fused_attention.cu");
+    EXPECT_NE(source.find("#if SA_MT == 2"), std::string::npos);
+    EXPECT_NE(source.find("#define SA_D " + std::to_string(z.d) + "\n"), std::string::npos);
+  }
+}
+
 /// The reason plan_attention gives for the attention of z's step, "" where it takes it.
 std::string refusal(const Sizes& z) {
   Graph g = read(attention(z));
