@@ -1304,7 +1304,7 @@ Status synthesize_steps(const Graph& task_graph, const std::string& device, bool
         }
       }
       imports += "import " + module + "\n";
-      kernels_made += module + ".ModelNew(), ";
+      kernels_made += module + ".ModelNew().forward, ";
       ++kernel_count;
     }
   }
@@ -1338,7 +1338,9 @@ Status synthesize_steps(const Graph& task_graph, const std::string& device, bool
       "    def __init__(self, *init_inputs):\n"
       "        super().__init__()\n" +
       module_state_source(graph) +
-      "        # The fused kernels' callers: they hold no state of their own.\n"
+      "        # The fused kernels' callers, which hold no state of their own: their forward,\n"
+      "        # called without nn.Module's __call__ (its hooks' checks take microseconds a "
+      "call).\n"
       "        self._kernels = [" +
       kernels_made +
       "]\n\n"
