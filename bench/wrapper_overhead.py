@@ -15,6 +15,11 @@ not.
 And the kernels one forward launches, the pipeline's copy kernel's among them with the bytes
 those copies move (read and written): data a fused kernel could have read or written in place.
 
+And what utils/kernels.py's binding costs a call of each kernel, with a call's own arguments,
+into a no-op C function of as many 64-bit parameters (built here with the C compiler): through
+ctypes' conversion of each argument, and through the entry's packed companion (NAME_packed,
+every argument a word of one buffer), which the synthesizer's kernels define.
+
     python3 bench/wrapper_overhead.py [--tasks level3/010_gru_unrolled ...] [--shrink 8]
     # cpu only (the candidate is written with `optimize --stage compile --device cpu`, the
     # callers timed on tensors of the shrunk task's shapes); prints a table, writes
@@ -51,9 +56,11 @@ def child(workspace: Path, task_path: str, shrink: int, calls: int) -> None:
     # Every bound kernel function a no-op that counts its calls: only the callers' own work is
     # timed. The copy kernel's calls also count the bytes it would move (read and written).
     launches = {}
+    bound = {}  # kernel name: (parameter types, the arguments of its first call)
 
-    def bind(name, *_parameters):
+    def bind(name, *parameters):
         def call(*args):
+            bound.setdefault(name, (parameters, args))
             count = launches.setdefault(name, {"calls": 0, "bytes": 0})
             count["calls"] += 1
             if name == "strided_copy":  # (source, target, at, element size, elements, ...)
@@ -97,10 +104,44 @@ def child(workspace: Path, task_path: str, shrink: int, calls: int) -> None:
             call()
             row[name] = min(timeit.repeat(call, number=calls, repeat=3)) / calls * 1e6
         print(json.dumps(row), flush=True)
+    for row in binding_costs(bound, calls):
+        print(json.dumps(row), flush=True)
     launches.clear()
     forward = forward_ops(model, task)
     forward["launches"] = launches
     print(json.dumps({"forward": forward}), flush=True)
+
+
+def binding_costs(bound: dict, calls: int) -> list[dict]:
+    """Per kernel bound (not its _config setter): microseconds a call of its first call's
+    arguments costs through the real binding, into a no-op of as many 64-bit parameters, with
+    ctypes converting each argument and with a packed companion taking them in one buffer."""
+    spec = importlib.util.spec_from_file_location(
+        "real_kernels", ROOT / "harness" / "workspace" / "utils" / "kernels.py")
+    kernels = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kernels)
+    entries = [(name, parameters, args) for name, (parameters, args) in sorted(bound.items())
+               if not name.endswith("_config")]
+    source = "#include <stdint.h>\n"
+    for k, (_, parameters, _) in enumerate(entries):
+        words = ", ".join(f"int64_t a{i}" for i in range(len(parameters)))
+        source += (f"int plain_{k}({words}) {{ return 0; }}\n"
+                   f"int packed_{k}({words}) {{ return 0; }}\n"
+                   f"int packed_{k}_packed(const int64_t* words) {{ return 0; }}\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "noop.c").write_text(source)
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", f"{tmp}/libnoop.so",
+                        f"{tmp}/noop.c"], check=True)
+        library = kernels.KernelLibrary(f"{tmp}/libnoop.so")
+        rows = []
+        for k, (name, parameters, args) in enumerate(entries):
+            row = {"binding": name, "arguments": len(parameters)}
+            for side in ("plain", "packed"):
+                call = library.bind(f"{side}_{k}", *parameters)
+                row[f"{side}_us"] = min(timeit.repeat(lambda: call(*args), number=calls,
+                                                      repeat=3)) / calls * 1e6
+            rows.append(row)
+    return rows
 
 
 def forward_ops(model, task) -> dict:
@@ -198,9 +239,10 @@ def main() -> None:
                 print(f"{name}: timing failed\n{timed.stderr[-2000:]}")
                 continue
             lines = [json.loads(line) for line in timed.stdout.splitlines() if line.startswith("{")]
-            rows = [line for line in lines if "forward" not in line]
+            rows = [line for line in lines if "kernel" in line]
+            bindings = [line for line in lines if "binding" in line]
             forward = next((line["forward"] for line in lines if "forward" in line), None)
-            results.append({"task": name, "calls": rows, "forward": forward,
+            results.append({"task": name, "calls": rows, "forward": forward, "bindings": bindings,
                             "every_call_us": sum(r["every_call_us"] for r in rows),
                             "as_generated_us": sum(r["as_generated_us"] for r in rows)})
     print(f"{'task':40} {'kernel':16} {'inputs':>6} {'every call us':>14} {'as generated us':>16}")
@@ -232,6 +274,12 @@ def main() -> None:
         total = sum(count["calls"] for count in launches.values())
         print(f"{result['task']:40} {total:>15} {copies['calls']:>7} "
               f"{copies['bytes'] / 1e6:>10.1f}")
+    print(f"\n{'a call of the binding':40} {'kernel':22} {'arguments':>9} {'ctypes us':>10} "
+          f"{'packed us':>10}")
+    for result in results:
+        for row in result["bindings"]:
+            print(f"{result['task']:40} {row['binding']:22} {row['arguments']:>9} "
+                  f"{row['plain_us']:>10.2f} {row['packed_us']:>10.2f}")
     out = bench.results_dir() / "wrapper_overhead.json"
     out.write_text(json.dumps({"shrink": args.shrink, "guard_us_an_op": per_op["dispatch"],
                                "timed_guard_us_an_op": per_op["timed"], "tasks": results},

@@ -21,6 +21,7 @@
 #include "store/store.h"
 #include "synth/capture.h"
 #include "synth/elementwise.h"
+#include "synth/model_source.h"
 #include "synth/pipeline.h"
 #include "synth/pool_plan.h"
 #include "synth/rewrite.h"
@@ -342,6 +343,7 @@ int OptimizeCommand::run(const std::string& store_path) {
       refusals.push_back(s.message());
       continue;
     }
+    synth::add_packed_entries(&candidate);  // one buffer a call, not a conversion an argument
     made = std::string(what) + " for " + std::to_string(graph.ops.size()) + " ops";
     if (synthesize == synth::synthesize_pipeline) {
       std::size_t sources = 0;  // the fused kernels', and the copy kernel's where it is needed

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <regex>
 #include <set>
 #include <vector>
 
@@ -287,6 +288,81 @@ std::string model_class_head(const Graph& graph, const std::vector<int>& reads,
          "):\n"
          "        inputs = [" +
          tensors + "]\n";
+}
+
+namespace {
+
+/// The packed entries' helpers, once a source: each word cast to its parameter's type (a
+/// pointer from its address, an integer by value; anything else does not compile).
+const char* const kPackedHelpers = R"(
+// Each entry again as NAME_packed(const int64_t* words): its arguments as 64-bit words in order
+// (pointers and the stream by address), which utils/kernels.py's bind() passes in one buffer.
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+template <typename P>
+static inline P sa_packed_arg(int64_t word) {
+  static_assert(std::is_pointer<P>::value || std::is_integral<P>::value,
+                "a packed entry takes pointers and integers only");
+  if constexpr (std::is_pointer<P>::value) {
+    return reinterpret_cast<P>(static_cast<intptr_t>(word));
+  } else {
+    return static_cast<P>(word);
+  }
+}
+template <typename... P, std::size_t... I>
+static inline int sa_packed_call(int (*entry)(P...), const int64_t* words,
+                                 std::index_sequence<I...>) {
+  return entry(sa_packed_arg<P>(words[I])...);
+}
+template <typename... P>
+static inline int sa_packed_call(int (*entry)(P...), const int64_t* words) {
+  return sa_packed_call(entry, words, std::index_sequence_for<P...>());
+}
+)";
+
+/// Whether every parameter in a C parameter list is a pointer or an integer.
+bool packable(std::string params) {
+  static const std::regex comment(R"(/\*[^*]*\*/)");
+  static const std::regex integer(
+      R"(^\s*(const\s+)?(u?int(8|16|32|64)_t|int|long|unsigned|bool|size_t|cudaStream_t)\b)");
+  params = std::regex_replace(params, comment, "");
+  std::size_t start = 0;
+  while (start <= params.size()) {
+    std::size_t comma = params.find(',', start);
+    if (comma == std::string::npos) comma = params.size();
+    const std::string param = params.substr(start, comma - start);
+    if (param.find('*') == std::string::npos && !std::regex_search(param, integer)) return false;
+    start = comma + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string with_packed_entries(const std::string& source) {
+  static const std::regex entry(R"(extern "C" int (\w+)\(([^)]*)\))");
+  std::string entries;
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), entry);
+       it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1];
+    const auto ends_with = [&](const std::string& tail) {
+      return name.size() > tail.size() &&
+             name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (ends_with("_config") || ends_with("_packed") || !packable((*it)[2])) continue;
+    entries += "extern \"C\" int " + name + "_packed(const int64_t* words) {\n  return " +
+               "sa_packed_call(" + name + ", words);\n}\n";
+  }
+  return entries.empty() ? source : source + kPackedHelpers + entries;
+}
+
+void add_packed_entries(Candidate* candidate) {
+  for (auto& [path, text] : candidate->files) {
+    if (path.rfind("kernels/", 0) == 0) text = with_packed_entries(text);
+  }
+  for (Candidate& fallback : candidate->fallbacks) add_packed_entries(&fallback);
 }
 
 }  // namespace cuda_agent::synth

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "synth/graph.h"
+#include "synth/tuning.h"
 
 namespace cuda_agent::synth {
 
@@ -51,5 +52,15 @@ extern const char* const kPieceModule;
 extern const char* const kLayoutMemoInit;
 std::string layout_memo_lines(const std::string& name, const std::string& sizes_call,
                               const std::string& more_key = "");
+
+/// A kernel source with each `extern "C" int NAME(...)` entry (not NAME_config) whose
+/// parameters are pointers and integers also defined as `NAME_packed(const int64_t* words)`, the
+/// same arguments as 64-bit words in order, which utils/kernels.py's bind() calls with one
+/// pointer rather than converting each argument through ctypes (a third of a microsecond
+/// apiece: 15 us a call of a 70-argument gate kernel on the CI machine).
+std::string with_packed_entries(const std::string& source);
+
+/// with_packed_entries over every kernels/ source of candidate and its fallbacks.
+void add_packed_entries(Candidate* candidate);
 
 }  // namespace cuda_agent::synth

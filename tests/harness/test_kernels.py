@@ -16,6 +16,20 @@ extern "C" int scale_relu(const float* x, float* y, int64_t n, float scale, void
 extern "C" int stream_is_null(void* stream, int32_t* out) { *out = stream == nullptr; return 0; }
 extern "C" int add_scalars(double a, int32_t b, double* out) { *out = a + b; return 0; }
 extern "C" int always_fails(void* stream) { return 7; }
+// A packed companion whose parameters include an f32: bind must not call it.
+extern "C" int scale_relu_packed(const int64_t* words) { return 9; }
+// out[0] = x[0] + a + b, out[1] = whether the stream is null; the packed entry also sets out[2].
+extern "C" int offsets(const int64_t* x, int64_t* out, int64_t a, int32_t b, void* stream) {
+  out[0] = x[0] + a + b;
+  out[1] = stream == nullptr;
+  return 0;
+}
+extern "C" int offsets_packed(const int64_t* w) {
+  int64_t* out = reinterpret_cast<int64_t*>(w[1]);
+  out[2] = 1;
+  return offsets(reinterpret_cast<const int64_t*>(w[0]), out, w[2], static_cast<int32_t>(w[3]),
+                 reinterpret_cast<void*>(w[4]));
+}
 extern "C" const char* cuda_agent_error_string(int code) {
   return code == 7 ? "seven went wrong" : "unknown error";
 }
@@ -68,6 +82,18 @@ def test_non_tensor_for_a_tensor_parameter_is_a_type_error(lib) -> None:
         scale_relu(x, 0, 4, 1.0)
     with pytest.raises(TypeError, match="takes 4 arguments, got 3"):
         scale_relu(x, x, 4)
+
+
+def test_a_packed_companion_takes_every_argument_in_one_buffer(lib) -> None:
+    offsets = lib.bind("offsets", "tensor", "tensor", "i64", "i32", "stream")
+    x = torch.tensor([1 << 40], dtype=torch.int64)
+    out = torch.zeros(3, dtype=torch.int64)
+    offsets(x, out, -(1 << 35), -7)
+    assert out.tolist() == [(1 << 40) - (1 << 35) - 7, 1, 1]  # through offsets_packed
+    with pytest.raises(TypeError, match=r"offsets\(tensor, tensor, i64, i32\): "):
+        offsets(x, out, 2.5, 1)
+    with pytest.raises(TypeError, match="takes 4 arguments, got 3"):
+        offsets(x, out, 1)
 
 
 def test_nonzero_return_raises_with_the_library_error_text(lib) -> None:
