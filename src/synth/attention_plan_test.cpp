@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "synth/graph_test_util.h"
 #include "synth/pipeline.h"
 
@@ -64,6 +66,15 @@ const PipelineStep* attention_step(const std::vector<PipelineStep>& steps) {
   return nullptr;
 }
 
+/// The graph of the attention step plan_pipeline cuts from g; none where it cuts none.
+std::optional<Graph> attention_step_graph(const Graph& g) {
+  std::vector<PipelineStep> steps;
+  if (!plan_pipeline(g, &steps).ok()) return std::nullopt;
+  const PipelineStep* step = attention_step(steps);
+  if (step == nullptr) return std::nullopt;
+  return step_graph(g, *step);
+}
+
 TEST(Attention, BothGemmsTheScalingTheMaskAndTheSoftmaxAreOneStep) {
   Graph g = read(attention({{2, 3}, 40, 50, 32, 16}));
   std::vector<PipelineStep> steps;
@@ -101,12 +112,10 @@ TEST(Attention, OnlyAFinalFillByMinusInfinityHidesKeys) {
     if (node["name"] == "masked_fill") node["args"][2] = -10000.0;
   }
   for (const json& d : {doc, attention({{2, 3}, 40, 50, 32, 16, "float16", false})}) {
-    Graph g = read(d);
-    std::vector<PipelineStep> steps;
-    ASSERT_TRUE(plan_pipeline(g, &steps).ok());
-    ASSERT_NE(attention_step(steps), nullptr);
+    const std::optional<Graph> step = attention_step_graph(read(d));
+    ASSERT_TRUE(step.has_value());
     AttentionPlan plan;
-    ASSERT_TRUE(plan_attention(step_graph(g, *attention_step(steps)), &plan).ok());
+    ASSERT_TRUE(plan_attention(*step, &plan).ok());
     EXPECT_EQ(plan.mask, -1);
     EXPECT_NE(attention_kernel_source(plan, "cuda").find("#define SA_MASK 0"), std::string::npos);
   }
@@ -154,12 +163,10 @@ TEST(Attention, ItStillFiresOnOtherShapesAndBfloat16) {
   for (const Sizes& z : {Sizes{{5}, 7, 130, 64, 64, "bfloat16"},
                          Sizes{json::array(), 33, 9, 128, 48, "float16", false}}) {
     Graph g = read(attention(z));
-    std::vector<PipelineStep> steps;
-    ASSERT_TRUE(plan_pipeline(g, &steps).ok());
-    const PipelineStep* step = attention_step(steps);
-    ASSERT_NE(step, nullptr) << z.d;
+    const std::optional<Graph> step = attention_step_graph(g);
+    ASSERT_TRUE(step.has_value()) << z.d;
     AttentionPlan plan;
-    ASSERT_TRUE(plan_attention(step_graph(g, *step), &plan).ok());
+    ASSERT_TRUE(plan_attention(*step, &plan).ok());
     EXPECT_EQ(plan.head_dim, z.d);
     EXPECT_EQ(plan.dtype, z.dtype);
     EXPECT_EQ(plan.batch_rank, static_cast<int>(z.batch.size()));
@@ -176,13 +183,10 @@ TEST(Attention, PastHeadDimsOf64TheKernelTakesOneTileAWarpAndTheTunerIsOfferedNo
   // Two m-tiles a warp keep twice the scores and outputs in registers, which spill at 128.
   for (const Sizes& z : {Sizes{{2, 3}, 40, 50, 64, 64}, Sizes{{2, 3}, 40, 50, 128, 128},
                          Sizes{{2, 3}, 40, 50, 64, 96}}) {
-    Graph g = read(attention(z));
-    std::vector<PipelineStep> steps;
-    ASSERT_TRUE(plan_pipeline(g, &steps).ok());
-    const PipelineStep* step = attention_step(steps);
-    ASSERT_NE(step, nullptr) << z.d;
+    const std::optional<Graph> step = attention_step_graph(read(attention(z)));
+    ASSERT_TRUE(step.has_value()) << z.d;
     Candidate c;
-    const Status s = synthesize_attention(step_graph(g, *step), "cuda", &c);
+    const Status s = synthesize_attention(*step, "cuda", &c);
     ASSERT_TRUE(s.ok()) << s.message();
     std::vector<int> ids;
     for (const auto& config : c.configs) ids.push_back(config.id);
