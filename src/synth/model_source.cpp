@@ -347,11 +347,7 @@ std::string with_packed_entries(const std::string& source) {
   for (auto it = std::sregex_iterator(source.begin(), source.end(), entry);
        it != std::sregex_iterator(); ++it) {
     const std::string name = (*it)[1];
-    const auto ends_with = [&](const std::string& tail) {
-      return name.size() > tail.size() &&
-             name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
-    };
-    if (ends_with("_config") || ends_with("_packed") || !packable((*it)[2])) continue;
+    if (name.ends_with("_config") || name.ends_with("_packed") || !packable((*it)[2])) continue;
     entries += "extern \"C\" int " + name + "_packed(const int64_t* words) {\n  return " +
                "sa_packed_call(" + name + ", words);\n}\n";
   }
