@@ -193,7 +193,11 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
   std::vector<std::string> flags =
       cuda ? std::vector<std::string>{"-O3",        "-std=c++17", "-arch=" + options.arch,
                                       "-Xcompiler", "-fPIC",      "-lineinfo"}
-           : std::vector<std::string>{"-O3", "-std=c++17", "-march=native", "-fopenmp", "-fPIC"};
+           // No floating-point traps are ever enabled (nor by torch): without this, GCC will
+           // not evaluate both sides of a select such as relu's or a clamp's, so such loops stay
+           // scalar and branchy (16x slower on a leaky relu); results do not change.
+           : std::vector<std::string>{"-O3",      "-std=c++17", "-march=native",
+                                      "-fopenmp", "-fPIC",      "-fno-trapping-math"};
   std::string flag_text;
   for (const auto& f : flags) flag_text += f + " ";
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <regex>
 
 #include "util/files.h"
 #include "util/paths.h"
@@ -54,6 +55,37 @@ TEST_F(CompilerTest, BuildsALibraryAndReusesItWhenNothingChanged) {
   EXPECT_TRUE(second.cached);
   EXPECT_EQ(second.objects_built, 0);
   EXPECT_EQ(second.library, first.library);
+}
+
+// A loop of selects (a leaky relu, then a clamp), as the synthesizer writes them for the CPU.
+const char* kClampCpp = R"(#include <cstdint>
+extern "C" int leaky_clamp(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  #pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] > 0.0f ? x[i] : x[i] * 0.1f;
+    y[i] = v > 2.0f ? 2.0f : (v < -0.5f ? -0.5f : v);
+  }
+  return 0;
+}
+)";
+
+TEST_F(CompilerTest, ALoopOfSelectsBuildsAsVectorInstructions) {
+  // GCC keeps a select of a product scalar (a compare and a branch an element, many times slower
+  // on random signs) unless told that no floating-point trap is watched for.
+  ASSERT_TRUE(write_file_atomic(kernels_ / "clamp.cpp", kClampCpp).ok());
+  CompileReport report = build();
+  ASSERT_TRUE(report.ok) << report.error << "\n" << report.log;
+  ProcessSpec spec;
+  spec.argv = {"objdump", "-d", "--no-show-raw-insn", "--disassemble=leaky_clamp",
+               report.library.string()};
+  spec.stdout_path = dir_.path() / "disassembly.txt";
+  ProcessResult result = runner_.run(spec);
+  ASSERT_TRUE(result.succeeded()) << result.describe();
+  std::string text;
+  ASSERT_TRUE(read_file(spec.stdout_path, &text).ok());
+  // Packed single-precision compares, blends, maxima or minima: SSE's and AVX's names alike.
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(\s(v?(cmp[a-z]*|blendv|max|min)ps)\s)")))
+      << text;
 }
 
 TEST_F(CompilerTest, OnlyTheChangedSourceIsRebuilt) {
