@@ -193,11 +193,12 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
   std::vector<std::string> flags =
       cuda ? std::vector<std::string>{"-O3",        "-std=c++17", "-arch=" + options.arch,
                                       "-Xcompiler", "-fPIC",      "-lineinfo"}
-           // No floating-point traps are ever enabled (nor by torch): without this, GCC will
-           // not evaluate both sides of a select such as relu's or a clamp's, so such loops stay
-           // scalar and branchy (16x slower on a leaky relu); results do not change.
-           : std::vector<std::string>{"-O3",      "-std=c++17", "-march=native",
-                                      "-fopenmp", "-fPIC",      "-fno-trapping-math"};
+           // No floating-point traps are ever enabled (nor by torch), nor errno read after a
+           // math function: without these, GCC will not evaluate both sides of a select such as
+           // relu's or a clamp's, nor take sqrtf as the instruction, so such loops stay scalar
+           // and branchy (16x slower on a leaky relu); results do not change.
+           : std::vector<std::string>{"-O3",   "-std=c++17",         "-march=native",  "-fopenmp",
+                                      "-fPIC", "-fno-trapping-math", "-fno-math-errno"};
   std::string flag_text;
   for (const auto& f : flags) flag_text += f + " ";
 
@@ -233,6 +234,11 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
   std::vector<std::string> link_flags = {"-shared"};
   if (cuda) link_flags.push_back("-arch=" + options.arch);
   if (!cuda) link_flags.push_back("-fopenmp");
+#if defined(__GLIBC__) && defined(__x86_64__)
+  // glibc's vector math functions, which loops of expf, tanhf, erff and the like call once
+  // vectorized (the synthesizer's CPU kernels declare them so).
+  if (!cuda) link_flags.push_back("-lmvec");
+#endif
   if (links_cublas) link_flags.insert(link_flags.end(), {"-lcublas", "-lcublasLt"});
   std::string library_key = identity;
   for (const auto& o : objects) library_key += o.filename().string();

@@ -2,7 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <regex>
+
+#include "eval/compiler.h"
 #include "synth/graph_test_util.h"
+#include "util/files.h"
+#include "util/paths.h"
 
 namespace cuda_agent::synth {
 namespace {
@@ -87,6 +93,45 @@ TEST(SynthElementwise, KernelsForBothDevicesHaveTheEntryTheModelBinds) {
   EXPECT_NE(model.find("inputs = [x, self.scale, self.affine.shift, ]"), std::string::npos);
   EXPECT_EQ(cpu.at("model_new.py"), cuda.at("model_new.py"));
 }
+
+#if defined(__GLIBC__) && defined(__x86_64__)
+TEST(SynthElementwise, ACpuKernelOfTranscendentalsCallsTheVectorMathLibrary) {
+  // gelu(sigmoid(x) * x): built as the evaluator builds CPU kernels, the loop calls glibc's
+  // vector expf and erff (_ZGV<isa>N<lanes>v_expf), not libm's a element at a time.
+  const int rows = 64, features = 32;
+  Graph g = read(json{{"schema", "cuda-agent.graph/1"},
+                      {"inputs", {tensor_input("x", "input", {rows, features})}},
+                      {"nodes",
+                       {node("sig", "aten.sigmoid.default", {ref("x")}, {rows, features}),
+                        node("mul", "aten.mul.Tensor", {ref("sig"), ref("x")}, {rows, features}),
+                        node("gelu", "aten.gelu.default", {ref("mul")}, {rows, features})}},
+                      {"outputs", {"gelu"}}});
+  Candidate candidate;
+  ASSERT_TRUE(synthesize_elementwise(g, "cpu", &candidate).ok());
+  TempDir dir;
+  const std::filesystem::path kernels = dir.path() / "kernels";
+  std::filesystem::create_directories(kernels);
+  ASSERT_TRUE(write_file_atomic(kernels / "fused_elementwise.cpp",
+                                candidate.files.at("kernels/fused_elementwise.cpp"))
+                  .ok());
+  CompileOptions options;
+  options.device = "cpu";
+  options.cache_dir = dir.path() / "cache";
+  options.runtime_dir = harness_dir() / "runtime";
+  PosixProcessRunner runner;
+  CompileReport report;
+  ASSERT_TRUE(compile_kernels(kernels, options, &runner, &report).ok());
+  ASSERT_TRUE(report.ok) << report.error << "\n" << report.log;
+  ProcessSpec spec;
+  spec.argv = {"nm", "-D", "--undefined-only", report.library.string()};
+  spec.stdout_path = dir.path() / "symbols.txt";
+  ASSERT_TRUE(runner.run(spec).succeeded());
+  std::string symbols;
+  ASSERT_TRUE(read_file(spec.stdout_path, &symbols).ok());
+  EXPECT_TRUE(std::regex_search(symbols, std::regex(R"(_ZGV\w+_expf)"))) << symbols;
+  EXPECT_TRUE(std::regex_search(symbols, std::regex(R"(_ZGV\w+_erff)"))) << symbols;
+}
+#endif
 
 TEST(SynthElementwise, NarrowFloatsAreComputedInFloat32AndRoundedAsTorchRoundsEachOp) {
   json doc = in_bfloat16(affine_chain(64, 32));
