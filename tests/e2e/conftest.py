@@ -46,6 +46,15 @@ class CudaAgent:
         return result.returncode, record
 
 
+def verdict(record: dict) -> str:
+    """What a failed evaluation's record says, whole where pytest would cut the record short:
+    its reason, violations and each stage's status (a flaky failure is then explained by its
+    first occurrence)."""
+    stages = {name: stage.get("status") for name, stage in record.get("stages", {}).items()}
+    return (f"reason: {record.get('reason')}\nviolations: {json.dumps(record.get('violations'))}"
+            f"\nstages: {json.dumps(stages)}\nstderr: {record.get('_stderr', '')}")
+
+
 @pytest.fixture(scope="session")
 def agent(request, tmp_path_factory) -> CudaAgent:
     return CudaAgent(request.config.getoption("--binary"), tmp_path_factory.mktemp("agent"))

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import EXAMPLE
+from conftest import EXAMPLE, verdict
 
 
 def test_correct_candidate_is_rewarded_with_plausible_speedups(agent, task, candidate):
     code, r = agent.eval(task, candidate.path)
-    assert code == 0, r
+    assert code == 0, verdict(r)
     assert r["outcome"] == "pass" and r["compiled"] and r["correct"]
     assert r["violations"] == []
     assert r["reward"] >= 1
@@ -35,7 +35,7 @@ def test_correct_candidate_is_rewarded_with_plausible_speedups(agent, task, cand
 def test_second_evaluation_reuses_the_build_and_the_baselines(agent, task, candidate):
     agent.eval(task, candidate.path)
     code, r = agent.eval(task, candidate.path)
-    assert code == 0, r
+    assert code == 0, verdict(r)
     assert r["stages"]["compile"]["status"] == "cached"
     assert r["stages"]["profile"]["data"]["eager"]["cached"] is True
     assert r["stages"]["profile"]["data"]["compile"]["cached"] is True
@@ -54,7 +54,7 @@ def test_a_baseline_scope_times_its_own_baselines_once(agent, task, candidate):
     scoped = []
     for _ in range(2):
         code, r = agent.eval(task, candidate.path, "--baseline-scope", "b-scope-test")
-        assert code == 0, r
+        assert code == 0, verdict(r)
         scoped.append(r["stages"]["profile"]["data"])
     assert scoped[0]["eager"]["cached"] is False and scoped[0]["compile"]["cached"] is False
     assert scoped[1]["eager"]["cached"] is True and scoped[1]["compile"]["cached"] is True
@@ -67,7 +67,7 @@ def test_a_baseline_scope_times_its_own_baselines_once(agent, task, candidate):
 
 def test_shrink_runs_the_task_smaller_and_records_the_sizes(agent, task, candidate):
     code, r = agent.eval(task, candidate.path, "--shrink", "8")
-    assert code == 0, r
+    assert code == 0, verdict(r)
     assert r["settings"]["shrink"] == 8
     assert r["settings"]["task_sizes"] == {"rows": [512, 64]}
     code, full = agent.eval(task, candidate.path)
@@ -84,7 +84,7 @@ def test_tf32_is_the_candidates_alone_and_the_result_records_it(agent, task, can
                    "        if torch.get_float32_matmul_precision() != \"high\":\n"
                    "            raise RuntimeError(\"TF32 was not pinned\")\n" + call)
     code, r = agent.eval(task, candidate.path, "--tf32")
-    assert code == 0, r
+    assert code == 0, verdict(r)
     assert r["settings"]["precision"] == "tf32" and r["reward"] >= 1
     shown = agent.run("show", str(r["id"]))
     assert "precision tf32" in shown.stdout, shown.stdout
@@ -199,7 +199,7 @@ def test_hang_times_out_and_the_next_evaluation_passes(agent, task, candidate, t
 
     healthy = type(candidate)(tmp_path / "healthy")
     code, r = agent.eval(task, healthy.path, "--stage", "verify")
-    assert code == 0, r
+    assert code == 0, verdict(r)
     assert r["correct"]
 
 
