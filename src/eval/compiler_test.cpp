@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <regex>
 
+#include "eval/compiler_test_util.h"
 #include "util/files.h"
 #include "util/paths.h"
 
@@ -75,14 +76,10 @@ TEST_F(CompilerTest, ALoopOfSelectsBuildsAsVectorInstructions) {
   ASSERT_TRUE(write_file_atomic(kernels_ / "clamp.cpp", kClampCpp).ok());
   CompileReport report = build();
   ASSERT_TRUE(report.ok) << report.error << "\n" << report.log;
-  ProcessSpec spec;
-  spec.argv = {"objdump", "-d", "--no-show-raw-insn", "--disassemble=leaky_clamp",
-               report.library.string()};
-  spec.stdout_path = dir_.path() / "disassembly.txt";
-  ProcessResult result = runner_.run(spec);
-  ASSERT_TRUE(result.succeeded()) << result.describe();
-  std::string text;
-  ASSERT_TRUE(read_file(spec.stdout_path, &text).ok());
+  const std::string text = testing::tool_output(
+      {"objdump", "-d", "--no-show-raw-insn", "--disassemble=leaky_clamp", report.library.string()},
+      dir_.path() / "disassembly.txt");
+  ASSERT_FALSE(text.empty()) << "objdump of " << report.library;
   // Packed single-precision compares, blends, maxima or minima: SSE's and AVX's names alike.
   EXPECT_TRUE(std::regex_search(text, std::regex(R"(\s(v?(cmp[a-z]*|blendv|max|min)ps)\s)")))
       << text;

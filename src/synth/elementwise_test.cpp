@@ -2,13 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <regex>
 
-#include "eval/compiler.h"
+#include "eval/compiler_test_util.h"
 #include "synth/graph_test_util.h"
-#include "util/files.h"
-#include "util/paths.h"
 
 namespace cuda_agent::synth {
 namespace {
@@ -109,25 +106,15 @@ TEST(SynthElementwise, ACpuKernelOfTranscendentalsCallsTheVectorMathLibrary) {
   Candidate candidate;
   ASSERT_TRUE(synthesize_elementwise(g, "cpu", &candidate).ok());
   TempDir dir;
-  const std::filesystem::path kernels = dir.path() / "kernels";
-  std::filesystem::create_directories(kernels);
-  ASSERT_TRUE(write_file_atomic(kernels / "fused_elementwise.cpp",
-                                candidate.files.at("kernels/fused_elementwise.cpp"))
-                  .ok());
-  CompileOptions options;
-  options.device = "cpu";
-  options.cache_dir = dir.path() / "cache";
-  options.runtime_dir = harness_dir() / "runtime";
-  PosixProcessRunner runner;
-  CompileReport report;
-  ASSERT_TRUE(compile_kernels(kernels, options, &runner, &report).ok());
+  Status status;
+  const CompileReport report = cuda_agent::testing::build_cpu_kernel(
+      dir.path(), "fused_elementwise.cpp", candidate.files.at("kernels/fused_elementwise.cpp"),
+      &status);
+  ASSERT_TRUE(status.ok()) << status.ToString();
   ASSERT_TRUE(report.ok) << report.error << "\n" << report.log;
-  ProcessSpec spec;
-  spec.argv = {"nm", "-D", "--undefined-only", report.library.string()};
-  spec.stdout_path = dir.path() / "symbols.txt";
-  ASSERT_TRUE(runner.run(spec).succeeded());
-  std::string symbols;
-  ASSERT_TRUE(read_file(spec.stdout_path, &symbols).ok());
+  const std::string symbols = cuda_agent::testing::tool_output(
+      {"nm", "-D", "--undefined-only", report.library.string()}, dir.path() / "symbols.txt");
+  ASSERT_FALSE(symbols.empty()) << "nm of " << report.library;
   EXPECT_TRUE(std::regex_search(symbols, std::regex(R"(_ZGV\w+_expf)"))) << symbols;
   EXPECT_TRUE(std::regex_search(symbols, std::regex(R"(_ZGV\w+_erff)"))) << symbols;
 }

@@ -5,10 +5,7 @@
 
 #include <cstdint>
 
-#include "eval/compiler.h"
-#include "sandbox/process_runner.h"
-#include "util/files.h"
-#include "util/paths.h"
+#include "eval/compiler_test_util.h"
 
 namespace cuda_agent::synth {
 namespace {
@@ -37,15 +34,10 @@ TEST(PackedEntries, AnEntryOfPointersAndIntegersTakesItsArgumentsAsWordsOfOneBuf
   // Built as the evaluator builds kernels/, the packed entry calls the kernel with each word as
   // its parameter: pointers by address, integers (an int32 too) by value, its result returned.
   TempDir dir;
-  std::filesystem::create_directories(dir.path() / "kernels");
-  ASSERT_TRUE(write_file_atomic(dir.path() / "kernels" / "offsets.cpp", source).ok());
-  CompileOptions options;
-  options.device = "cpu";
-  options.cache_dir = dir.path() / "cache";
-  options.runtime_dir = harness_dir() / "runtime";
-  PosixProcessRunner runner;
-  CompileReport report;
-  ASSERT_TRUE(compile_kernels(dir.path() / "kernels", options, &runner, &report).ok());
+  Status status;
+  const CompileReport report =
+      cuda_agent::testing::build_cpu_kernel(dir.path(), "offsets.cpp", source, &status);
+  ASSERT_TRUE(status.ok()) << status.ToString();
   ASSERT_TRUE(report.ok) << report.error << "\n" << report.log;
   void* library = dlopen(report.library.c_str(), RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(library, nullptr) << dlerror();
