@@ -233,12 +233,14 @@ Status compile_kernels(const fs::path& kernels_dir, const CompileOptions& option
 
   std::vector<std::string> link_flags = {"-shared"};
   if (cuda) link_flags.push_back("-arch=" + options.arch);
-  if (!cuda) link_flags.push_back("-fopenmp");
+  if (!cuda) {
+    link_flags.push_back("-fopenmp");
 #if defined(__GLIBC__) && defined(__x86_64__)
-  // glibc's vector math functions, which loops of expf, tanhf, erff and the like call once
-  // vectorized (the synthesizer's CPU kernels declare them so).
-  if (!cuda) link_flags.push_back("-lmvec");
+    // glibc's vector math functions, which loops of expf, tanhf, erff and the like call once
+    // vectorized (the synthesizer's CPU kernels declare them so).
+    link_flags.push_back("-lmvec");
 #endif
+  }
   if (links_cublas) link_flags.insert(link_flags.end(), {"-lcublas", "-lcublasLt"});
   std::string library_key = identity;
   for (const auto& o : objects) library_key += o.filename().string();

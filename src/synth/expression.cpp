@@ -430,7 +430,6 @@ std::string dtype_helpers(const std::string& device) {
          "SA_FN float sa_round_float16(float x) { return (float)(sa_f16)x; }\n"
          "SA_FN float sa_exp_shifted(float x) { return expf(x); }\n"
          "SA_FN float sa_div(float a, float b) { return a / b; }\n"
-         // Without these, a loop that calls one stays scalar, a libm call an element.
          "// glibc's vector math (libmvec, within 4 ulp): a loop calling these vectorizes.\n"
          "#if defined(__GLIBC__) && defined(__x86_64__)\n"
          "#pragma omp declare simd notinbranch\nextern \"C\" float expf(float) noexcept;\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, CudaAgent
+from conftest import ROOT, CudaAgent, verdict
 
 AFFINE_CHAIN = ROOT / "tasks" / "level2" / "001_scale_bias_leaky_relu_clamp.py"
 
@@ -23,10 +23,8 @@ def optimize(agent, task: Path, workspace: Path, *extra: str):
 
 
 def why(result, record: dict) -> str:
-    """What a failed optimize said: its progress lines, then the verdict's reason and
-    violations (a flaky failure is then explained by its first occurrence)."""
-    return (f"{result.stderr}\nreason: {record.get('reason')}\n"
-            f"violations: {json.dumps(record.get('violations'))}")
+    """What a failed optimize said: its progress lines, then its record's verdict."""
+    return f"{result.stderr}\n{verdict(record)}"
 
 
 def verified(agent, task: Path, workspace: Path) -> dict:
