@@ -322,16 +322,17 @@ def test_a_library_ops_launches_do_not_excuse_the_same_kernel_run_again_outside_
 
 def test_a_thread_started_by_the_call_that_ends_after_its_return_is_caught(watched) -> None:
     w, violations = watched
-    started = threading.Event()
+    started, returned = threading.Event(), threading.Event()
 
     def late_writer() -> None:  # as a detached C++ thread would: alive at the return, then done
         started.set()
-        time.sleep(0.0005)
+        returned.wait()  # alive at the return however slowly this machine runs it
 
     worker = threading.Thread(target=late_writer)
     worker.start()
     started.wait()
     w.returned()
+    returned.set()
     w.check_threads_idle("after the call")
     worker.join()
     assert [v["rule"] for v in violations] == ["background_thread"]
