@@ -120,6 +120,9 @@ class Evaluator {
   static void wait_for_startups(const Steps& steps);
   /// timing.py's arguments for impl ("eager", "compile" or "candidate").
   std::vector<std::string> timing_args(const Run& run, const std::string& impl) const;
+  /// check.py --timed's arguments: the timing process whose secret is at secret_path.
+  std::vector<std::string> recheck_args(const Run& run,
+                                        const std::filesystem::path& secret_path) const;
 
   Status source_rules(Run& run, HarnessStep& rules, EvalResult* result);
   Status prepare(Run& run, HarnessStep& prepare, EvalResult* result);
@@ -128,13 +131,24 @@ class Evaluator {
   /// The checks on the candidate's timed calls that trusted code can make: a well-formed report,
   /// no time below the physical floor, event time consistent with host time, and host time on
   /// the evaluator's clock consistent with the times reported. False when one failed.
-  bool timing_consistent(const Run& run, const HarnessResult& h, const nlohmann::json& eager,
-                         EvalResult* result);
+  bool timing_consistent(const Run& run, const HarnessResult& h, EvalResult* result);
+  /// Releases the candidate's timing process and applies the checks above to what it reports,
+  /// in result->profile.data["candidate"]; timed is false when the candidate failed one.
+  Status time_candidate(Run& run, HarnessStep& timing, EvalResult* result, bool* timed);
+  /// T5, T6: the evaluator's clock, from revealing the secret to the process's end, minus the
+  /// reported calls is the harness's overhead. Empty when the timed candidate's is what eager's
+  /// (measured the same way) allows, else why not; overhead_detail says what was compared.
+  std::string overhead_excess(double eager_overhead_s, const EvalResult& result) const;
+  std::string overhead_detail(double eager_overhead_s, const EvalResult& result) const;
   Status recheck_timed(Run& run, HarnessStep& recheck, EvalResult* result);
   /// Times impl ("eager", "compile") once, or reads it from the run store; started: its timing
   /// process if start_steps started one (aborted when the store has the baseline after all).
   Status baseline(Run& run, const std::string& impl, std::unique_ptr<HarnessStep> started,
                   std::optional<double>* median_us, nlohmann::json* data);
+  /// Times impl now (baseline's measurement, uncached): its report without the raw times, with
+  /// statistics and host_overhead_s; median_us is set where it ran.
+  Status time_baseline(Run& run, const std::string& impl, std::unique_ptr<HarnessStep> started,
+                       nlohmann::json* report, std::optional<double>* median_us);
   void progress(const std::string& line) const;
 
   EvalOptions options_;

@@ -203,6 +203,59 @@ def test_hang_times_out_and_the_next_evaluation_passes(agent, task, candidate, t
     assert r["correct"]
 
 
+SLOW_FREES = """
+import sys
+import time
+import weakref
+from pathlib import Path
+
+_slow = None  # whether this process frees its outputs slowly: decided at its first call
+
+
+def _slow_output(y):
+    global _slow
+    if _slow is None:
+        budget = Path(BUDGET)  # how many timing processes are left to slow
+        left = int(budget.read_text()) if budget.exists() else 0
+        _slow = "timing.py" in sys.argv[0] and left > 0
+        if _slow:
+            budget.write_text(str(left - 1))
+    if _slow:  # the harness's time between the timed calls grows, as on a busy machine
+        weakref.finalize(y, time.sleep, 0.75)
+    return y
+"""
+
+
+def test_time_around_the_timed_calls_is_timed_again_before_it_is_refused(agent, task, candidate,
+                                                                          tmp_path):
+    # The evaluator's clock around the candidate's timed calls can show time hidden from their
+    # figures, or only a machine busier than when eager was timed: eager and the candidate are
+    # timed again, back to back, and only that pair can refuse.
+    budget = tmp_path / "slow_timings"
+    slow_frees = SLOW_FREES.replace("BUDGET", repr(str(budget)))
+    candidate.edit(candidate.model_new, "class ModelNew(", slow_frees + "\n\nclass ModelNew(")
+    candidate.edit(candidate.model_new, "        return y", "        return _slow_output(y)")
+    overhead_check = "host clock vs reported times (T5, T6)"
+
+    budget.write_text("1")  # once: a busy moment
+    code, r = agent.eval(task, candidate.path, "--source-rules", "warn")
+    assert code == 0, verdict(r)
+    statuses = [c["status"] for c in r["checks"] if c["name"] == overhead_check]
+    assert statuses == ["retried", "passed"]
+    data = r["stages"]["profile"]["data"]
+    assert data["first_timing"]["host_overhead_s"] > data["candidate"]["host_overhead_s"] + 5
+    assert data["eager_again"]["host_overhead_s"] > 0  # the yardstick, measured afresh
+    assert r["candidate_us"] == data["candidate"]["median_us"]
+
+    budget.write_text("2")  # every time: time the figures do not show
+    code, r = agent.eval(task, candidate.path, "--source-rules", "warn")
+    assert code == 1
+    assert [v["rule"] for v in r["violations"]] == ["timing_inconsistent"]
+    assert "timed just before" in r["reason"] and r["reward"] == -1
+    statuses = [c["status"] for c in r["checks"] if c["name"] == overhead_check]
+    assert statuses == ["retried", "failed"]
+
+
 def test_modifying_an_input_is_a_violation(agent, task, candidate):
     candidate.edit(candidate.kernel, "const float* x,", "float* x,")
     candidate.edit(candidate.kernel, "const float* xr = x + r * cols;", "float* xr = x + r * cols;")
