@@ -243,7 +243,7 @@ def test_time_around_the_timed_calls_is_timed_again_before_it_is_refused(agent, 
     statuses = [c["status"] for c in r["checks"] if c["name"] == overhead_check]
     assert statuses == ["retried", "passed"]
     data = r["stages"]["profile"]["data"]
-    assert data["first_timing"]["host_overhead_s"] > data["candidate"]["host_overhead_s"] + 5
+    assert data["first_timing"]["host_overhead_s"] > 13  # 18 or more outputs freed, 0.75 s each
     assert data["eager_again"]["host_overhead_s"] > 0  # the yardstick, measured afresh
     assert r["candidate_us"] == data["candidate"]["median_us"]
 
