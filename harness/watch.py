@@ -184,9 +184,9 @@ class Watch:
         self.l2 = L2Control() if device == "cuda" else None
         # Snapshots taken by returned() for the next check_threads_idle().
         self._at_return: dict[int, tuple[int, bool, bool]] | None = None
+        self._python_at_return: list[threading.Thread] = []
         # What the first call after which a thread was on a CPU too long saw (None: no call yet).
         self._working_once: str | None = None
-        self._python_at_return: list[threading.Thread] = []
         self._l2_limit = self.l2.persisting_limit() if self.l2 is not None else 0
 
     def _violate(self, rule: str, detail: str) -> None:

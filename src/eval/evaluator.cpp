@@ -82,6 +82,17 @@ void add_check(EvalResult* r, std::string name, std::string status, std::string 
   r->checks.push_back({std::move(name), std::move(status), std::move(detail)});
 }
 
+/// A violation found by the profile stage's check `check`: the candidate is refused for it.
+void refuse_in_profile(EvalResult* r, const std::string& rule, const std::string& check,
+                       const std::string& why) {
+  r->violations.push_back({rule, why});
+  r->outcome = Outcome::kViolation;
+  r->reason = why;
+  r->profile.status = "failed";
+  r->profile.detail = why;
+  add_check(r, check, "failed", why);
+}
+
 /// Linear interpolation between the closest ranks of an ascending list (as timing.py does).
 double percentile(const std::vector<double>& ordered, double q) {
   double position = (ordered.size() - 1) * q;
@@ -491,12 +502,7 @@ Status Evaluator::baseline(Run& run, const std::string& impl, std::unique_ptr<Ha
 
 bool Evaluator::timing_consistent(const Run& run, const HarnessResult& h, EvalResult* r) {
   auto violate = [&](const std::string& rule, const std::string& check, const std::string& why) {
-    r->violations.push_back({rule, why});
-    r->outcome = Outcome::kViolation;
-    r->reason = why;
-    r->profile.status = "failed";
-    r->profile.detail = why;
-    add_check(r, check, "failed", why);
+    refuse_in_profile(r, rule, check, why);
     return false;
   };
   std::vector<double> times, host;
@@ -626,12 +632,7 @@ Status Evaluator::recheck_timed(Run& run, HarnessStep& recheck, EvalResult* r) {
     }
   }
   if (!rule.empty()) {
-    r->violations.push_back({rule, why});
-    r->outcome = Outcome::kViolation;
-    r->reason = why;
-    r->profile.status = "failed";
-    r->profile.detail = why;
-    add_check(r, "timed outputs recomputed (T7, T8, T11)", "failed", why);
+    refuse_in_profile(r, rule, "timed outputs recomputed (T7, T8, T11)", why);
     return Status::OK();
   }
   add_check(r, "timed outputs recomputed (T7, T8, T11)", "passed",
@@ -662,17 +663,17 @@ Status Evaluator::profile(Run& run, Steps& steps, EvalResult* r) {
   r->profile.seconds = seconds_since(start);
   if (!s.ok() || !timed) return s;
   constexpr const char* kOverheadCheck = "host clock vs reported times (T5, T6)";
+  const double eager_overhead = report_field(eager, "host_overhead_s", -1.0);
   if (!eager.contains("host_overhead_s") || !eager["host_overhead_s"].is_number()) {
     add_check(r, kOverheadCheck, "skipped", "no eager overhead to compare with");
-  } else if (std::string excess = overhead_excess(eager["host_overhead_s"].get<double>(), *r);
-             !excess.empty()) {
+  } else if (std::string excess = overhead_excess(eager_overhead, *r); !excess.empty()) {
     // Time hidden from the reported figures shows here, but so does a machine busier now than
     // when eager was timed (seconds or days ago): the harness's own work around the calls slows
     // with it. Before the candidate is refused, eager and the candidate are timed again, one
     // right after the other, and that pair decides; the first timing's calls are dropped whole,
     // so a candidate that hides time on some runs gains nothing from the one that passes.
     add_check(r, kOverheadCheck, "retried",
-              excess + " (eager's " + fixed(eager["host_overhead_s"].get<double>(), 3) +
+              excess + " (eager's " + fixed(eager_overhead, 3) +
                   " s); eager and the candidate timed again, back to back");
     nlohmann::json first = r->profile.data["candidate"];
     first.erase("times_us");
@@ -702,19 +703,14 @@ Status Evaluator::profile(Run& run, Steps& steps, EvalResult* r) {
     double again_overhead = again["host_overhead_s"].get<double>();
     excess = overhead_excess(again_overhead, *r);
     if (!excess.empty()) {
-      r->violations.push_back({"timing_inconsistent", excess + " (eager's, timed just before, " +
-                                                          fixed(again_overhead, 3) + " s)"});
-      r->outcome = Outcome::kViolation;
-      r->reason = r->violations.back().detail;
-      r->profile.status = "failed";
-      r->profile.detail = r->reason;
-      add_check(r, kOverheadCheck, "failed", r->reason);
+      refuse_in_profile(
+          r, "timing_inconsistent", kOverheadCheck,
+          excess + " (eager's, timed just before, " + fixed(again_overhead, 3) + " s)");
       return Status::OK();
     }
     add_check(r, kOverheadCheck, "passed", overhead_detail(again_overhead, *r));
   } else {
-    add_check(r, kOverheadCheck, "passed",
-              overhead_detail(eager["host_overhead_s"].get<double>(), *r));
+    add_check(r, kOverheadCheck, "passed", overhead_detail(eager_overhead, *r));
   }
   s = recheck_timed(run, *steps.recheck, r);
   r->profile.seconds = seconds_since(start);

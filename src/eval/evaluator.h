@@ -128,9 +128,10 @@ class Evaluator {
   Status prepare(Run& run, HarnessStep& prepare, EvalResult* result);
   Status verify(Run& run, HarnessStep& candidate, HarnessStep& check, EvalResult* result);
   Status profile(Run& run, Steps& steps, EvalResult* result);
-  /// The checks on the candidate's timed calls that trusted code can make: a well-formed report,
-  /// no time below the physical floor, event time consistent with host time, and host time on
-  /// the evaluator's clock consistent with the times reported. False when one failed.
+  /// The checks on the candidate's timed calls that trusted code can make from its own report: a
+  /// well-formed report, no time below the physical floor, event time consistent with host time.
+  /// False when one failed; else the statistics, timed_host_s and host_overhead_s are in
+  /// result->profile.data["candidate"] for overhead_excess().
   bool timing_consistent(const Run& run, const HarnessResult& h, EvalResult* result);
   /// Releases the candidate's timing process and applies the checks above to what it reports,
   /// in result->profile.data["candidate"]; timed is false when the candidate failed one.
