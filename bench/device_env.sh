@@ -4,7 +4,9 @@
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CUDA_AGENT_HOME=$root
 if [ -x "$root/.device/cuda-agent" ]; then
-  export CUDA_AGENT_BIN=$root/.device/cuda-agent
+  # A binary named by the caller (another build, for an A/B) wins, here and in scripts that
+  # source this file again.
+  export CUDA_AGENT_BIN=${CUDA_AGENT_BIN:-$root/.device/cuda-agent}
   # Carried libraries only where the machine lacks them: children (Python) inherit the path too.
   if ldd "$CUDA_AGENT_BIN" | grep -q "not found"; then
     export LD_LIBRARY_PATH=$root/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -30,6 +30,10 @@ HarnessCall Harness::call(const std::string& script, const std::vector<std::stri
                "-X",
                "pycache_prefix=" + pycache.string(),
                (options_.harness_dir / script).string()};
+  if (options_.fork_server) {
+    spec.fork_server.assign(spec.argv.begin(), spec.argv.end() - 1);
+    spec.fork_server.push_back((options_.harness_dir / "fork_server.py").string());
+  }
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.argv.insert(spec.argv.end(), {"--report", call.report_path.string()});
   if (gated) {

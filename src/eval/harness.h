@@ -36,6 +36,10 @@ struct HarnessOptions {
   long long memory_limit_mb = 0;
   double wait_timeout_s = 0;           // how long a gated process may wait for its release
   std::filesystem::path bytecode_dir;  // Python's pycache_prefix; empty: run_dir/trusted/pycache
+  /// Scripts start by a fork of harness/fork_server.py, which has imported torch once
+  /// (ProcessSpec::fork_server), where the caller leaves the call's readonly_paths empty: a
+  /// trusted script. A candidate's call must clear spec.fork_server.
+  bool fork_server = true;
 };
 
 /// Builds and runs the harness processes of one evaluation, whose files go to run_dir.

@@ -15,11 +15,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
 
+#include "sandbox/fork_server.h"
 #include "sandbox/readonly_mounts.h"
 
 namespace cuda_agent {
@@ -148,6 +150,62 @@ std::string describe_outcome(const ProcessResult& result) {
   return "exited with status " + std::to_string(result.exit_code);
 }
 
+/// The watchdog: until ended(&status) says the child (and process group) pid is over, samples
+/// its memory, and kills the group at the deadline, over the memory limit, on an interrupt or a
+/// cancel. Fills in *result's outcome.
+void watch(const ProcessSpec& spec, pid_t pid, Clock::time_point start,
+           const std::function<bool(int*)>& ended, ProcessResult* out) {
+  ProcessResult& result = *out;
+  auto limit = [](double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  // The deadline, and the limit it enforces, as of now (a gated process's moves at its release).
+  auto deadline = [&]() -> std::pair<Clock::time_point, double> {
+    if (!spec.released_at_ns) return {start + limit(spec.timeout_s), spec.timeout_s};
+    long long released = spec.released_at_ns->load();
+    if (released == 0) return {start + limit(spec.wait_timeout_s), spec.wait_timeout_s};
+    return {Clock::time_point(std::chrono::nanoseconds(released)) + limit(spec.timeout_s),
+            spec.timeout_s};
+  };
+  auto next_sample = start;
+  int status = 0;
+  bool killed = false;
+  std::optional<Clock::time_point> termed;  // when SIGTERM went, with a grace period
+  while (true) {
+    if (ended(&status)) break;
+    auto now = Clock::now();
+    if (!killed) {
+      if (now >= next_sample) {
+        long long rss = group_rss_mb(pid);
+        if (rss > result.peak_rss_mb) result.peak_rss_mb = rss;
+        if (spec.memory_limit_mb > 0 && rss > spec.memory_limit_mb) result.memory_exceeded = true;
+        next_sample = now + std::chrono::milliseconds(200);
+      }
+      if (auto [at, seconds] = deadline(); now >= at) {
+        result.timed_out = true;
+        result.limit_s = seconds;
+      }
+      if (g_interrupt.load()) result.interrupted = true;
+      if (spec.cancel && spec.cancel->load()) result.cancelled = true;
+      if (result.timed_out || result.memory_exceeded || result.interrupted || result.cancelled) {
+        if (spec.term_grace_s > 0 && !termed && !result.memory_exceeded) {
+          kill(pid, SIGTERM);
+          termed = now;
+        } else if (!termed || now - *termed >= std::chrono::duration<double>(spec.term_grace_s)) {
+          kill(-pid, SIGKILL);
+          killed = true;
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(killed ? 5 : 10));
+  }
+  // Anything the child left running in its group goes with it.
+  kill(-pid, SIGKILL);
+  result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status) && !killed) result.signal = WTERMSIG(status);
+}
+
 }  // namespace
 
 std::atomic<bool>& interrupt_requested() { return g_interrupt; }
@@ -208,6 +266,21 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
+  bool isolate = spec.isolate_network && network_isolation_available();
+  if (!spec.fork_server.empty() && spec.readonly_paths.empty() && fork_server_enabled()) {
+    ForkedChild child;
+    std::string why;  // the server could not start it: fork and exec instead
+    auto start = Clock::now();
+    if (fork_from_server(spec, env_strings, isolate, &child, &why)) {
+      result.started = true;
+      result.network_isolated = isolate;
+      watch(
+          spec, child.pid, start, [&](int* status) { return forked_child_ended(&child, status); },
+          &result);
+      return result;
+    }
+  }
+
   int out_fd = open_output(spec.stdout_path);
   int err_fd = open_output(spec.stderr_path);
   if (out_fd < 0 || err_fd < 0) {
@@ -216,7 +289,6 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
     if (err_fd >= 0) close(err_fd);
     return result;
   }
-  bool isolate = spec.isolate_network && network_isolation_available();
   // The child says through a pipe whether its paths are read-only. The pipe is read once the
   // child is gone, so reading it never blocks.
   ReadonlyPlan readonly;
@@ -257,56 +329,9 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
   if (report_pipe[1] >= 0) close(report_pipe[1]);
   result.started = true;
   result.network_isolated = isolate;
-
-  auto limit = [](double seconds) {
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  };
-  // The deadline, and the limit it enforces, as of now (a gated process's moves at its release).
-  auto deadline = [&]() -> std::pair<Clock::time_point, double> {
-    if (!spec.released_at_ns) return {start + limit(spec.timeout_s), spec.timeout_s};
-    long long released = spec.released_at_ns->load();
-    if (released == 0) return {start + limit(spec.wait_timeout_s), spec.wait_timeout_s};
-    return {Clock::time_point(std::chrono::nanoseconds(released)) + limit(spec.timeout_s),
-            spec.timeout_s};
-  };
-  auto next_sample = start;
-  int status = 0;
-  bool killed = false;
-  std::optional<Clock::time_point> termed;  // when SIGTERM went, with a grace period
-  while (true) {
-    pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    auto now = Clock::now();
-    if (!killed) {
-      if (now >= next_sample) {
-        long long rss = group_rss_mb(pid);
-        if (rss > result.peak_rss_mb) result.peak_rss_mb = rss;
-        if (spec.memory_limit_mb > 0 && rss > spec.memory_limit_mb) result.memory_exceeded = true;
-        next_sample = now + std::chrono::milliseconds(200);
-      }
-      if (auto [at, seconds] = deadline(); now >= at) {
-        result.timed_out = true;
-        result.limit_s = seconds;
-      }
-      if (g_interrupt.load()) result.interrupted = true;
-      if (spec.cancel && spec.cancel->load()) result.cancelled = true;
-      if (result.timed_out || result.memory_exceeded || result.interrupted || result.cancelled) {
-        if (spec.term_grace_s > 0 && !termed && !result.memory_exceeded) {
-          kill(pid, SIGTERM);
-          termed = now;
-        } else if (!termed || now - *termed >= std::chrono::duration<double>(spec.term_grace_s)) {
-          kill(-pid, SIGKILL);
-          killed = true;
-        }
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(killed ? 5 : 10));
-  }
-  // Anything the child left running in its group goes with it.
-  kill(-pid, SIGKILL);
-  result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status) && !killed) result.signal = WTERMSIG(status);
+  watch(
+      spec, pid, start, [pid](int* status) { return waitpid(pid, status, WNOHANG) == pid; },
+      &result);
   if (report_pipe[0] >= 0) {
     // No report: the child was killed before it got that far, and so never ran the command.
     ReadonlyReport report;

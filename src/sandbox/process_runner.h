@@ -58,6 +58,11 @@ struct ProcessSpec {
   /// SIGTERM first and kills the group this many seconds later, so that a child that cleans up
   /// on SIGTERM (a cuda-agent command: its temporary files, its own children) can.
   double term_grace_s = 0;
+  /// A trusted harness script (no readonly_paths): the argv of the fork server that may start
+  /// it (the interpreter and flags that argv begins with, then harness/fork_server.py), which
+  /// forks a Python that has imported torch already rather than exec a new one (fork_server.h).
+  /// Empty, or where the server cannot start: fork and exec.
+  std::vector<std::string> fork_server;
 };
 
 struct ProcessResult {
@@ -90,7 +95,8 @@ class ProcessRunner {
   virtual ProcessResult run(const ProcessSpec& spec) = 0;
 };
 
-/// fork/exec with setpgid, new network and mount namespaces, rlimits and a watchdog loop.
+/// fork/exec (or the fork server, ProcessSpec::fork_server) with setpgid, new network and mount
+/// namespaces, rlimits and a watchdog loop.
 class PosixProcessRunner : public ProcessRunner {
  public:
   ProcessResult run(const ProcessSpec& spec) override;

@@ -16,12 +16,14 @@ Status capture_graph(const fs::path& task, const CaptureOptions& options, Proces
   const fs::path report_path = scratch.path() / "report.json";
   const fs::path graph_path = scratch.path() / "graph.json";
   ProcessSpec spec;
-  spec.argv = {options.python, (options.harness_dir / "capture.py").string(),
-               "--task",       fs::absolute(task).string(),
-               "--device",     "cpu",
-               "--report",     report_path.string(),
-               "--out",        graph_path.string(),
-               "--shrink",     std::to_string(options.shrink)};
+  // Trusted: started by the harness's fork server where it can (torch imported once for every
+  // capture of this process, src/sandbox/fork_server.h).
+  spec.fork_server = {options.python, "-E", "-s",
+                      (options.harness_dir / "fork_server.py").string()};
+  spec.argv = {options.python, "-E", "-s", (options.harness_dir / "capture.py").string()};
+  spec.argv.insert(spec.argv.end(), {"--task", fs::absolute(task).string(), "--device", "cpu",
+                                     "--report", report_path.string(), "--out", graph_path.string(),
+                                     "--shrink", std::to_string(options.shrink)});
   spec.timeout_s = options.timeout_s;
   spec.stdout_path = scratch.path() / "capture.log";
   spec.stderr_path = spec.stdout_path;

@@ -1,0 +1,219 @@
+#include "sandbox/fork_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+namespace cuda_agent {
+namespace {
+
+/// How long the first answer may take: the server imports torch before it reads a request, and
+/// a busy machine makes that tens of seconds.
+constexpr int kFirstAnswerMs = 180000;
+
+struct Server {
+  pid_t pid = -1;
+  int control = -1;     // our end of the SOCK_SEQPACKET pair; close-on-exec
+  bool failed = false;  // never asked again
+  std::string why;
+};
+
+std::mutex g_mutex;
+std::map<std::string, std::unique_ptr<Server>>& servers() {
+  static auto* all = new std::map<std::string, std::unique_ptr<Server>>;  // lives to the exit
+  return *all;
+}
+
+void fail(Server* server, const std::string& why) {
+  if (server->pid > 0) {
+    kill(-server->pid, SIGKILL);
+    waitpid(server->pid, nullptr, 0);
+  }
+  if (server->control >= 0) close(server->control);
+  server->pid = -1;
+  server->control = -1;
+  server->failed = true;
+  server->why = why;
+}
+
+/// Starts argv with env, the control socket as its descriptor 3, in a process group of its own
+/// (a ^C at the terminal is this process's to handle), its output discarded.
+bool start(Server* server, const std::vector<std::string>& argv,
+           const std::vector<std::string>& env) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    fail(server, std::string("socketpair: ") + std::strerror(errno));
+    return false;
+  }
+  std::vector<std::string> argv_strings = argv, env_strings = env;
+  std::vector<char*> argv_ptrs, env_ptrs;
+  for (auto& s : argv_strings) argv_ptrs.push_back(s.data());
+  argv_ptrs.push_back(nullptr);
+  for (auto& s : env_strings) env_ptrs.push_back(s.data());
+  env_ptrs.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(pair[0]);
+    close(pair[1]);
+    fail(server, std::string("fork: ") + std::strerror(errno));
+    return false;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    int null = ::open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    dup2(pair[1], 3);  // without close-on-exec
+    execvpe(argv_ptrs[0], argv_ptrs.data(), env_ptrs.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(pair[1]);
+  server->pid = pid;
+  server->control = pair[0];
+  return true;
+}
+
+bool send_request(int control, const std::string& message, int fd) {
+  iovec io{const_cast<char*>(message.data()), message.size()};
+  alignas(cmsghdr) char space[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = space;
+  msg.msg_controllen = sizeof space;
+  cmsghdr* header = CMSG_FIRSTHDR(&msg);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  ssize_t sent;
+  do {
+    sent = sendmsg(control, &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(message.size());
+}
+
+/// Reads from fd into *pending until a whole line is there or timeout_ms passes (-1: never
+/// waits). Returns the line without its end; empty at the end of the pipe or the timeout (*eof
+/// says which).
+std::string read_line(int fd, std::string* pending, int timeout_ms, bool* eof) {
+  *eof = false;
+  while (true) {
+    if (std::size_t end = pending->find('\n'); end != std::string::npos) {
+      std::string line = pending->substr(0, end);
+      pending->erase(0, end + 1);
+      return line;
+    }
+    pollfd p{fd, POLLIN, 0};
+    int ready = poll(&p, 1, timeout_ms < 0 ? 0 : timeout_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return "";
+    char buffer[256];
+    ssize_t got = read(fd, buffer, sizeof buffer);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got <= 0) {
+      *eof = true;
+      return "";
+    }
+    pending->append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+}  // namespace
+
+bool fork_server_enabled() {
+  const char* value = std::getenv("CUDA_AGENT_FORK_SERVER");
+  return value == nullptr || std::string(value) != "0";
+}
+
+bool fork_from_server(const ProcessSpec& spec, const std::vector<std::string>& env,
+                      bool isolate_network, ForkedChild* child, std::string* error) {
+  const std::vector<std::string>& server_argv = spec.fork_server;
+  const std::size_t prefix = server_argv.size() - 1;  // the interpreter and its flags
+  if (server_argv.empty() || spec.argv.size() <= prefix ||
+      !std::equal(server_argv.begin(), server_argv.begin() + prefix, spec.argv.begin())) {
+    *error = "the command is not the fork server's interpreter";
+    return false;
+  }
+  std::string key;
+  for (const auto& part : server_argv) key += part + '\0';
+  key += '\0';
+  for (const auto& entry : env) key += entry + '\0';
+  int control = -1;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    std::unique_ptr<Server>& server = servers()[key];
+    if (!server) {
+      server = std::make_unique<Server>();
+      start(server.get(), server_argv, env);
+    }
+    if (server->failed) {
+      *error = "the fork server failed: " + server->why;
+      return false;
+    }
+    control = server->control;
+  }
+  int answer[2];
+  if (pipe2(answer, O_CLOEXEC) != 0) {
+    *error = std::string("pipe: ") + std::strerror(errno);
+    return false;
+  }
+  nlohmann::json request = {
+      {"argv", std::vector<std::string>(spec.argv.begin() + prefix, spec.argv.end())},
+      {"cwd", spec.cwd.string()},
+      {"stdout", spec.stdout_path.string()},
+      {"stderr", spec.stderr_path.string()},
+      {"isolate_network", isolate_network},
+      // The server's children end with it whatever the spec says: no orphan outlives it.
+      {"parent_death_signal", spec.parent_death_signal != 0 ? spec.parent_death_signal : SIGKILL}};
+  nlohmann::json& environment = request["env"] = nlohmann::json::object();
+  for (const auto& entry : env) {
+    std::size_t eq = entry.find('=');
+    if (eq != std::string::npos) environment[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  const bool sent = send_request(control, request.dump(), answer[1]);
+  close(answer[1]);  // the server holds its own copy now
+  bool eof = false;
+  std::string pending;
+  std::string line = sent ? read_line(answer[0], &pending, kFirstAnswerMs, &eof) : "";
+  if (line.rfind("pid ", 0) != 0) {
+    close(answer[0]);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    Server* server = servers()[key].get();
+    *error = !sent          ? "the fork server is not listening"
+             : line.empty() ? (eof ? "the fork server ended" : "the fork server did not answer")
+                            : "the fork server said: " + line;
+    if (!server->failed) fail(server, *error);
+    return false;
+  }
+  child->pid = static_cast<pid_t>(std::stol(line.substr(4)));
+  child->status_fd = answer[0];
+  child->pending = pending;
+  return true;
+}
+
+bool forked_child_ended(ForkedChild* child, int* status) {
+  if (child->status_fd < 0) return true;
+  bool eof = false;
+  std::string line = read_line(child->status_fd, &child->pending, -1, &eof);
+  if (line.empty() && !eof) return false;
+  *status = line.rfind("exit ", 0) == 0 ? std::stoi(line.substr(5)) : SIGKILL;  // signalled
+  close(child->status_fd);
+  child->status_fd = -1;
+  return true;
+}
+
+}  // namespace cuda_agent
