@@ -1,8 +1,10 @@
 """Every convolution the built-in tasks run, timed in the layout eager PyTorch gives it (NCHW,
 contiguous) and in channels-last (input and weight in NHWC memory, as torch.compile's layout
-optimization lays them out), in full fp32 (the evaluator's precision) and in TF32. An exploration
-for the pipelines, which call the library's convolutions: prints a table and writes
-conv_layouts.json to $OUT or bench/results/.
+optimization lays them out), in full fp32 (the evaluator's precision) and in TF32, and in fp32 with
+cuDNN's benchmark mode on (`torch.backends.cudnn.benchmark`: each shape's algorithm chosen by
+timing them all on its first call rather than by cuDNN's heuristics); then each task's whole
+eager forward with benchmark mode off and on. An exploration for the pipelines, which call the
+library's convolutions: prints two tables and writes conv_layouts.json to $OUT or bench/results/.
 
     source bench/device_env.sh && python3 bench/conv_layouts.py [--only level2/032_... ...]
 """
@@ -75,8 +77,10 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=20)
     args = parser.parse_args()
     rows = []
+    forwards = []
     print(f"{'task':44} {'convolution':54} {'nchw':>7} {'nhwc':>7} {'ratio':>6} "
-          f"{'tf32 nchw':>9} {'tf32 nhwc':>9} {'ratio':>6}", flush=True)
+          f"{'bm nchw':>7} {'bm nhwc':>7} {'tf32 nchw':>9} {'tf32 nhwc':>9} {'ratio':>6}",
+          flush=True)
     for task in suite_tasks(ROOT / "tasks", args.levels, args.only):
         source = task.read_text()
         if "conv" not in source:
@@ -98,27 +102,41 @@ def main() -> int:
             x_last, w_last = channels_last(x), channels_last(w)
             times = {}
             with torch.no_grad():
-                for tf32 in (False, True):
-                    watch.pin_precision("tf32" if tf32 else "fp32")
-                    prefix = "tf32_" if tf32 else ""
+                for prefix in ("", "bm_", "tf32_"):
+                    watch.pin_precision("tf32" if prefix == "tf32_" else "fp32")
+                    torch.backends.cudnn.benchmark = prefix == "bm_"
                     times[prefix + "nchw_ms"] = median_ms(
                         lambda: func(x, w, b, *rest, **kwargs), args.reps)
                     times[prefix + "nhwc_ms"] = median_ms(
                         lambda: func(x_last, w_last, b, *rest, **kwargs), args.reps)
             watch.pin_precision("fp32")
+            torch.backends.cudnn.benchmark = False
             label = f"{func.__name__} {shapes[0]} w{shapes[1]} {rest}"[:54]
             row = {"task": f"{task.parent.name}/{task.stem}", "conv": func.__name__,
                    "input": shapes[0], "weight": shapes[1], "args": repr(rest), **times}
             rows.append(row)
             print(f"{row['task']:44} {label:54} {times['nchw_ms']:7.3f} {times['nhwc_ms']:7.3f} "
-                  f"{times['nchw_ms'] / times['nhwc_ms']:6.2f} {times['tf32_nchw_ms']:9.3f} "
+                  f"{times['nchw_ms'] / times['nhwc_ms']:6.2f} {times['bm_nchw_ms']:7.3f} "
+                  f"{times['bm_nhwc_ms']:7.3f} {times['tf32_nchw_ms']:9.3f} "
                   f"{times['tf32_nhwc_ms']:9.3f} "
                   f"{times['tf32_nchw_ms'] / times['tf32_nhwc_ms']:6.2f}", flush=True)
+        if recorder.calls:
+            with torch.no_grad():
+                forward = {"task": f"{task.parent.name}/{task.stem}"}
+                for benchmark in (False, True):
+                    torch.backends.cudnn.benchmark = benchmark
+                    forward["bm_ms" if benchmark else "ms"] = median_ms(
+                        lambda: model(*inputs), args.reps)
+                torch.backends.cudnn.benchmark = False
+                forwards.append(forward)
         del model, inputs
         torch.cuda.empty_cache()
+    print(f"\n{'task (eager forward, fp32)':44} {'ms':>8} {'bm ms':>8} {'ratio':>6}")
+    for f in forwards:
+        print(f"{f['task']:44} {f['ms']:8.3f} {f['bm_ms']:8.3f} {f['ms'] / f['bm_ms']:6.2f}")
     out = results_dir()
     (out / "conv_layouts.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(),
-                                                       "rows": rows}, indent=1) + "\n")
+                                                       "rows": rows, "forwards": forwards}, indent=1) + "\n")
     return 0
 
 
