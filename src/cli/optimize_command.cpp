@@ -313,9 +313,12 @@ int OptimizeCommand::run(const std::string& store_path) {
     plan.push_back(line);
   };
   note("capture: tracing " + task.id + " with torch.export");
+  EvalOptions& o = a.eval;
+  use_run_folders(&o, default_cache_dir() / "build", store->path());
   synth::CaptureOptions capture;
   capture.harness_dir = harness_dir();
   capture.shrink = a.eval.shrink;
+  capture.bytecode_dir = o.bytecode_dir;
   synth::Graph graph;
   if (Status s = synth::capture_graph(task.path, capture, &runner, &graph); !s.ok()) {
     return fail(s);
@@ -366,8 +369,6 @@ int OptimizeCommand::run(const std::string& store_path) {
                    a.eval.shrink,     a.eval.precision};
   WorkspaceRecord record;
   if (Status s = init_workspace(task, dir, init, store.get(), &record); !s.ok()) return fail(s);
-  EvalOptions& o = a.eval;
-  use_run_folders(&o, default_cache_dir() / "build", store->path());
   Evaluator evaluator(o, &runner, store.get(), say);
   Tuner tuner{candidate, dir, &evaluator, store.get(), say};
 

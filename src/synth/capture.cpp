@@ -16,11 +16,18 @@ Status capture_graph(const fs::path& task, const CaptureOptions& options, Proces
   const fs::path report_path = scratch.path() / "report.json";
   const fs::path graph_path = scratch.path() / "graph.json";
   ProcessSpec spec;
-  // Trusted: started by the harness's fork server where it can (torch imported once for every
-  // capture of this process, src/sandbox/fork_server.h).
-  spec.fork_server = {options.python, "-E", "-s",
-                      (options.harness_dir / "fork_server.py").string()};
-  spec.argv = {options.python, "-E", "-s", (options.harness_dir / "capture.py").string()};
+  // Trusted: started by the harness's fork server where it can (src/sandbox/fork_server.h), run
+  // as the evaluator runs its trusted scripts (src/eval/harness.cpp), so that one server, one
+  // torch import, serves the capture and the evaluations after it.
+  std::vector<std::string> python = {options.python, "-E", "-s"};
+  if (!options.bytecode_dir.empty()) {
+    python.insert(python.end(), {"-X", "pycache_prefix=" + options.bytecode_dir.string()});
+  }
+  spec.env["OMP_WAIT_POLICY"] = "PASSIVE";
+  spec.fork_server = python;
+  spec.fork_server.push_back((options.harness_dir / "fork_server.py").string());
+  spec.argv = python;
+  spec.argv.push_back((options.harness_dir / "capture.py").string());
   spec.argv.insert(spec.argv.end(), {"--task", fs::absolute(task).string(), "--device", "cpu",
                                      "--report", report_path.string(), "--out", graph_path.string(),
                                      "--shrink", std::to_string(options.shrink)});

@@ -18,6 +18,10 @@ struct CaptureOptions {
   std::filesystem::path harness_dir;
   int shrink = 1;  // SCALABLE_SIZES divided by this (tasks/README.md)
   double timeout_s = 300;
+  /// Python's pycache_prefix, the evaluator's (EvalOptions::bytecode_dir) where an evaluation
+  /// follows: the capture then comes from the same fork server as the evaluation's trusted
+  /// scripts, one torch import for both. Empty: none.
+  std::filesystem::path bytecode_dir;
 };
 
 /// Captures task's graph into *graph (and the document as written into *document when given).
