@@ -68,14 +68,16 @@ def variant(device: str, dst: Path, edits: list[tuple[str, str, str]]) -> Path:
 
 
 def run_eval(store: Path, cache: Path, candidate: Path, device: str, *extra: str,
-             task: Path = TASK) -> tuple[dict, float]:
-    """Evaluates candidate; returns the JSON record and the command's wall time in seconds."""
+             task: Path = TASK, env: dict | None = None) -> tuple[dict, float]:
+    """Evaluates candidate (with env added to the environment); returns the JSON record and the
+    command's wall time in seconds."""
     command = [binary(), "--store", str(store), "eval", "--device", device, "--json",
                "--cache-dir", str(cache), "--task", str(task),
                "--candidate", str(candidate / "model_new.py"),
                "--kernels", str(candidate / "kernels"), *extra]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, **env} if env else None)
     wall = time.perf_counter() - start
     if done.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr}")

@@ -1,6 +1,8 @@
 """How long an agent waits for the evaluator: median wall time of compile, verify and profile for a
 one-kernel candidate, cold (empty build cache) and warm (unchanged sources), beside
-torch.utils.cpp_extension.load of the same kernel rebuilt from scratch, all in one run.
+torch.utils.cpp_extension.load of the same kernel rebuilt from scratch, all in one run; the whole
+evaluation also with the trusted scripts started as fresh interpreters rather than forked from
+the fork server (CUDA_AGENT_FORK_SERVER=0), the two in turn.
 
     python3 bench/eval_latency.py [--repeats 5] [--device cuda]   # writes eval_latency.json
 """
@@ -74,8 +76,8 @@ def main() -> None:
     candidate = variant(args.device, work / "candidate", [])
     samples: dict[str, list[float]] = {k: [] for k in (
         "compile_cold_stage_s", "compile_cold_wall_s", "compile_warm_stage_s", "compile_warm_wall_s",
-        "verify_stage_s", "profile_stage_s", "eval_warm_wall_s", "torch_ext_wall_s",
-        "torch_ext_load_s")}
+        "verify_stage_s", "profile_stage_s", "eval_warm_wall_s", "verify_no_server_s",
+        "profile_no_server_s", "eval_no_server_wall_s", "torch_ext_wall_s", "torch_ext_load_s")}
 
     for i in range(args.repeats):
         record, wall = run_eval(store, work / f"cold-cache-{i}", candidate, args.device,
@@ -102,6 +104,12 @@ def main() -> None:
         samples["profile_stage_s"].append(record["stages"]["profile"]["seconds"])
         samples["eval_warm_wall_s"].append(wall)
         processes.append(record["sandbox"]["processes"])
+        record, wall = run_eval(store, warm_cache, candidate, args.device,
+                                env={"CUDA_AGENT_FORK_SERVER": "0"})
+        assert record["outcome"] == "pass", record["reason"]
+        samples["verify_no_server_s"].append(record["stages"]["verify"]["seconds"])
+        samples["profile_no_server_s"].append(record["stages"]["profile"]["seconds"])
+        samples["eval_no_server_wall_s"].append(wall)
 
     if args.device == "cuda":
         for i in range(args.extension_repeats):
@@ -123,6 +131,9 @@ def main() -> None:
         ["verify (prepare + candidate + check)", medians["verify_stage_s"]],
         ["profile, cached baselines", medians["profile_stage_s"]],
         ["whole evaluation, cached baselines", medians["eval_warm_wall_s"]],
+        ["verify, no fork server", medians["verify_no_server_s"]],
+        ["profile, cached baselines, no fork server", medians["profile_no_server_s"]],
+        ["whole evaluation, cached baselines, no fork server", medians["eval_no_server_wall_s"]],
         ["torch cpp_extension.load from scratch (process)", medians["torch_ext_wall_s"]],
         ["torch cpp_extension.load from scratch (in process)", medians["torch_ext_load_s"]],
     ]
