@@ -8,6 +8,21 @@ namespace cuda_agent {
 
 namespace fs = std::filesystem;
 
+ProcessSpec harness_process(const std::string& python, const fs::path& harness_dir,
+                            const fs::path& pycache, const std::string& script) {
+  ProcessSpec spec;
+  spec.argv = {python, "-E", "-s"};
+  if (!pycache.empty())
+    spec.argv.insert(spec.argv.end(), {"-X", "pycache_prefix=" + pycache.string()});
+  spec.fork_server = spec.argv;
+  spec.fork_server.push_back((harness_dir / "fork_server.py").string());
+  spec.argv.push_back((harness_dir / script).string());
+  // Idle OpenMP threads sleep rather than spin, in torch and in the candidate's kernels alike:
+  // a thread still on a CPU after a call returned is then one that is working (watch.py).
+  spec.env["OMP_WAIT_POLICY"] = "PASSIVE";
+  return spec;
+}
+
 HarnessCall Harness::call(const std::string& script, const std::vector<std::string>& args,
                           double timeout_s, const fs::path& cwd,
                           const std::map<std::string, std::string>& env, bool gated) {
@@ -17,23 +32,13 @@ HarnessCall Harness::call(const std::string& script, const std::vector<std::stri
   HarnessCall call;
   call.script = script;
   call.report_path = run_dir_ / (stem + ".report.json");
-  ProcessSpec& spec = call.spec;
-  // -E -s: no PYTHON* variables, no user site. pycache_prefix: bytecode never comes from (or goes
-  // to) a __pycache__ folder the candidate could have planted; it lies in trusted/ or the
-  // evaluator's bytecode folder, both read-only mounts for candidate processes (they then write
-  // no bytecode).
+  // pycache_prefix: bytecode never comes from (or goes to) a __pycache__ folder the candidate
+  // could have planted; it lies in trusted/ or the evaluator's bytecode folder, both read-only
+  // mounts for candidate processes (they then write no bytecode).
   fs::path pycache =
       options_.bytecode_dir.empty() ? run_dir_ / "trusted" / "pycache" : options_.bytecode_dir;
-  spec.argv = {options_.python,
-               "-E",
-               "-s",
-               "-X",
-               "pycache_prefix=" + pycache.string(),
-               (options_.harness_dir / script).string()};
-  if (options_.fork_server) {
-    spec.fork_server.assign(spec.argv.begin(), spec.argv.end() - 1);
-    spec.fork_server.push_back((options_.harness_dir / "fork_server.py").string());
-  }
+  call.spec = harness_process(options_.python, options_.harness_dir, pycache, script);
+  ProcessSpec& spec = call.spec;
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.argv.insert(spec.argv.end(), {"--report", call.report_path.string()});
   if (gated) {
@@ -44,10 +49,7 @@ HarnessCall Harness::call(const std::string& script, const std::vector<std::stri
   }
   spec.cancel = std::make_shared<std::atomic<bool>>(false);
   spec.cwd = cwd;
-  spec.env = env;
-  // Idle OpenMP threads sleep rather than spin, in torch and in the candidate's kernels alike:
-  // a thread still on a CPU after a call returned is then one that is working (watch.py).
-  spec.env["OMP_WAIT_POLICY"] = "PASSIVE";
+  spec.env.insert(env.begin(), env.end());
   spec.timeout_s = timeout_s;
   spec.memory_limit_mb = options_.memory_limit_mb;
   spec.stdout_path = logs / (stem + ".out");

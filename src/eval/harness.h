@@ -36,11 +36,15 @@ struct HarnessOptions {
   long long memory_limit_mb = 0;
   double wait_timeout_s = 0;           // how long a gated process may wait for its release
   std::filesystem::path bytecode_dir;  // Python's pycache_prefix; empty: run_dir/trusted/pycache
-  /// Scripts start by a fork of harness/fork_server.py, which has imported torch once
-  /// (ProcessSpec::fork_server), where the caller leaves the call's readonly_paths empty: a
-  /// trusted script. A candidate's call must clear spec.fork_server.
-  bool fork_server = true;
 };
+
+/// A harness script as every caller starts one: `python -E -s [-X pycache_prefix=PYCACHE]
+/// harness_dir/SCRIPT` (no PYTHON* variables, no user site, bytecode only where the caller keeps
+/// it; none given: Python's own __pycache__ folders), OMP_WAIT_POLICY=PASSIVE, and the fork
+/// server of that interpreter (ProcessSpec::fork_server), which trusted scripts start from. A
+/// candidate's process must clear spec.fork_server. The caller adds the arguments.
+ProcessSpec harness_process(const std::string& python, const std::filesystem::path& harness_dir,
+                            const std::filesystem::path& pycache, const std::string& script);
 
 /// Builds and runs the harness processes of one evaluation, whose files go to run_dir.
 class Harness {

@@ -1,5 +1,6 @@
 #include "synth/capture.h"
 
+#include "eval/harness.h"
 #include "util/files.h"
 
 namespace fs = std::filesystem;
@@ -15,19 +16,10 @@ Status capture_graph(const fs::path& task, const CaptureOptions& options, Proces
   TempDir scratch("cuda-agent-capture-");
   const fs::path report_path = scratch.path() / "report.json";
   const fs::path graph_path = scratch.path() / "graph.json";
-  ProcessSpec spec;
-  // Trusted: started by the harness's fork server where it can (src/sandbox/fork_server.h), run
-  // as the evaluator runs its trusted scripts (src/eval/harness.cpp), so that one server, one
+  // Trusted, and run as the evaluator runs its trusted scripts, so that one fork server, one
   // torch import, serves the capture and the evaluations after it.
-  std::vector<std::string> python = {options.python, "-E", "-s"};
-  if (!options.bytecode_dir.empty()) {
-    python.insert(python.end(), {"-X", "pycache_prefix=" + options.bytecode_dir.string()});
-  }
-  spec.env["OMP_WAIT_POLICY"] = "PASSIVE";
-  spec.fork_server = python;
-  spec.fork_server.push_back((options.harness_dir / "fork_server.py").string());
-  spec.argv = python;
-  spec.argv.push_back((options.harness_dir / "capture.py").string());
+  ProcessSpec spec =
+      harness_process(options.python, options.harness_dir, options.bytecode_dir, "capture.py");
   spec.argv.insert(spec.argv.end(), {"--task", fs::absolute(task).string(), "--device", "cpu",
                                      "--report", report_path.string(), "--out", graph_path.string(),
                                      "--shrink", std::to_string(options.shrink)});

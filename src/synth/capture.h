@@ -20,7 +20,7 @@ struct CaptureOptions {
   double timeout_s = 300;
   /// Python's pycache_prefix, the evaluator's (EvalOptions::bytecode_dir) where an evaluation
   /// follows: the capture then comes from the same fork server as the evaluation's trusted
-  /// scripts, one torch import for both. Empty: none.
+  /// scripts, one torch import for both. Empty: Python's own __pycache__ folders.
   std::filesystem::path bytecode_dir;
 };
 
