@@ -1,8 +1,9 @@
 """How long an agent waits for the evaluator: median wall time of compile, verify and profile for a
 one-kernel candidate, cold (empty build cache) and warm (unchanged sources), beside
 torch.utils.cpp_extension.load of the same kernel rebuilt from scratch, all in one run; the whole
-evaluation also with the trusted scripts started as fresh interpreters rather than forked from
-the fork server (CUDA_AGENT_FORK_SERVER=0), the two in turn.
+evaluation also with the harness scripts (trusted ones and the candidate's) started as fresh
+interpreters rather than forked from the fork servers (CUDA_AGENT_FORK_SERVER=0), the two in
+turn.
 
     python3 bench/eval_latency.py [--repeats 5] [--device cuda]   # writes eval_latency.json
 """

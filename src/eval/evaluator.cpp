@@ -236,7 +236,9 @@ HarnessCall Evaluator::make_call(Run& run, const std::string& script,
   // candidate's processes, by construction. Where the kernel offers no namespaces the process
   // still runs, and the result says the paths were left writable.
   call.spec.readonly_paths = run.readonly;
-  call.spec.fork_server.clear();  // a candidate's process never comes from the trusted server
+  // From the candidates' own fork server, never the trusted one: the memory its children are
+  // forked from has held no trusted process's request.
+  if (!call.spec.fork_server.empty()) call.spec.fork_server.push_back("--candidates");
   // Where its outputs and report go, also when the store's folder holds the temporary directory.
   call.spec.writable_paths = {run.dir.path()};
   call.spec.require_readonly = readonly_isolation_available();

@@ -49,7 +49,10 @@ HarnessCall Harness::call(const std::string& script, const std::vector<std::stri
   }
   spec.cancel = std::make_shared<std::atomic<bool>>(false);
   spec.cwd = cwd;
-  spec.env.insert(env.begin(), env.end());
+  for (const auto& [key, value] : env) {
+    spec.env[key] = value;
+    spec.env_after_imports.insert(key);  // the call's own: read once its script runs
+  }
   spec.timeout_s = timeout_s;
   spec.memory_limit_mb = options_.memory_limit_mb;
   spec.stdout_path = logs / (stem + ".out");

@@ -42,7 +42,8 @@ struct HarnessOptions {
 /// harness_dir/SCRIPT` (no PYTHON* variables, no user site, bytecode only where the caller keeps
 /// it; none given: Python's own __pycache__ folders), OMP_WAIT_POLICY=PASSIVE, and the fork
 /// server of that interpreter (ProcessSpec::fork_server), which trusted scripts start from. A
-/// candidate's process must clear spec.fork_server. The caller adds the arguments.
+/// candidate's process must name the candidates' server instead (its argv ends in
+/// --candidates). The caller adds the arguments.
 ProcessSpec harness_process(const std::string& python, const std::filesystem::path& harness_dir,
                             const std::filesystem::path& pycache, const std::string& script);
 
@@ -52,6 +53,8 @@ class Harness {
   Harness(HarnessOptions options, ProcessRunner* runner, std::filesystem::path run_dir)
       : options_(std::move(options)), runner_(runner), run_dir_(std::move(run_dir)) {}
 
+  /// env: variables of this call alone, which its script reads once it runs (not while it
+  /// imports): a fork server serves calls that differ in them (ProcessSpec::env_after_imports).
   HarnessCall call(const std::string& script, const std::vector<std::string>& args,
                    double timeout_s, const std::filesystem::path& cwd,
                    const std::map<std::string, std::string>& env, bool gated);

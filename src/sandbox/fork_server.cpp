@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -132,6 +134,20 @@ std::string read_line(int fd, std::string* pending, int timeout_ms, bool* eof) {
   }
 }
 
+/// Whether line is the child's "readonly E S P N"; if so, it goes into child->readonly.
+bool take_readonly_report(const std::string& line, ForkedChild* child) {
+  int error = 0, step = 0, path = -1, network = 0;
+  if (std::sscanf(line.c_str(), "readonly %d %d %d %d", &error, &step, &path, &network) != 4)
+    return false;
+  child->readonly_reported = true;
+  child->readonly.error = error;
+  child->readonly.failed = static_cast<ReadonlyReport::Step>(
+      std::clamp(step, 0, static_cast<int>(ReadonlyReport::Step::kLock)));
+  child->readonly.failed_path = path;
+  child->readonly.network_isolated = network != 0;
+  return true;
+}
+
 }  // namespace
 
 bool fork_server_enabled() {
@@ -140,25 +156,35 @@ bool fork_server_enabled() {
 }
 
 bool fork_from_server(const ProcessSpec& spec, const std::vector<std::string>& env,
-                      bool isolate_network, ForkedChild* child, std::string* error) {
+                      bool isolate_network, const ReadonlyPlan* readonly, ForkedChild* child,
+                      std::string* error) {
   const std::vector<std::string>& server_argv = spec.fork_server;
-  const std::size_t prefix = server_argv.size() - 1;  // the interpreter and its flags
-  if (server_argv.empty() || spec.argv.size() <= prefix ||
-      !std::equal(server_argv.begin(), server_argv.begin() + prefix, spec.argv.begin())) {
+  // The interpreter and its flags: where the two command lines part, at the scripts.
+  const std::size_t prefix =
+      std::mismatch(server_argv.begin(), server_argv.end(), spec.argv.begin(), spec.argv.end())
+          .first -
+      server_argv.begin();
+  if (prefix == 0 || prefix == server_argv.size() || prefix == spec.argv.size()) {
     *error = "the command is not the fork server's interpreter";
     return false;
+  }
+  // The server's environment: the child's less what the child reads only once its script runs.
+  std::vector<std::string> server_env;
+  for (const auto& entry : env) {
+    if (!spec.env_after_imports.count(entry.substr(0, entry.find('='))))
+      server_env.push_back(entry);
   }
   std::string key;
   for (const auto& part : server_argv) key += part + '\0';
   key += '\0';
-  for (const auto& entry : env) key += entry + '\0';
+  for (const auto& entry : server_env) key += entry + '\0';
   int control = -1;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     std::unique_ptr<Server>& server = servers()[key];
     if (!server) {
       server = std::make_unique<Server>();
-      start(server.get(), server_argv, env);
+      start(server.get(), server_argv, server_env);
     }
     if (server->failed) {
       *error = "the fork server failed: " + server->why;
@@ -179,6 +205,14 @@ bool fork_from_server(const ProcessSpec& spec, const std::vector<std::string>& e
       {"isolate_network", isolate_network},
       // The server's children end with it whatever the spec says: no orphan outlives it.
       {"parent_death_signal", spec.parent_death_signal != 0 ? spec.parent_death_signal : SIGKILL}};
+  if (readonly && !readonly->paths.empty()) {
+    request["readonly"] = {
+        {"paths", readonly->paths},       {"mounts", readonly->mounts},
+        {"writable", readonly->writable}, {"user_namespace", readonly->user_namespace},
+        {"lock", readonly->lock},         {"uid_map", readonly->uid_map},
+        {"gid_map", readonly->gid_map}};
+    request["require_readonly"] = spec.require_readonly;
+  }
   nlohmann::json& environment = request["env"] = nlohmann::json::object();
   for (const auto& entry : env) {
     std::size_t eq = entry.find('=');
@@ -187,8 +221,10 @@ bool fork_from_server(const ProcessSpec& spec, const std::vector<std::string>& e
   const bool sent = send_request(control, request.dump(), answer[1]);
   close(answer[1]);  // the server holds its own copy now
   bool eof = false;
-  std::string pending;
-  std::string line = sent ? read_line(answer[0], &pending, kFirstAnswerMs, &eof) : "";
+  std::string pending, line;
+  do {  // the child's report on its read-only paths may come before its pid
+    line = sent ? read_line(answer[0], &pending, kFirstAnswerMs, &eof) : "";
+  } while (take_readonly_report(line, child));
   if (line.rfind("pid ", 0) != 0) {
     close(answer[0]);
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -208,7 +244,10 @@ bool fork_from_server(const ProcessSpec& spec, const std::vector<std::string>& e
 bool forked_child_ended(ForkedChild* child, int* status) {
   if (child->status_fd < 0) return true;
   bool eof = false;
-  std::string line = read_line(child->status_fd, &child->pending, -1, &eof);
+  std::string line;
+  do {
+    line = read_line(child->status_fd, &child->pending, -1, &eof);
+  } while (take_readonly_report(line, child));
   if (line.empty() && !eof) return false;
   *status = line.rfind("exit ", 0) == 0 ? std::stoi(line.substr(5)) : SIGKILL;  // signalled
   close(child->status_fd);

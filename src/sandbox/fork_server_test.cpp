@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -120,12 +121,59 @@ TEST_F(ForkServerTest, WithoutAServerTheScriptIsForkedAndExecedAsBefore) {
   unsetenv("CUDA_AGENT_FORK_SERVER");
   EXPECT_EQ(r.exit_code, 4) << err();
   EXPECT_EQ(out(), "True\n");
-  // Read-only paths: never the server (a candidate's process).
-  spec = script(source);
-  spec.readonly_paths = {dir_.path() / "nothing-here"};
-  r = runner_.run(spec);
-  EXPECT_EQ(r.exit_code, 4) << err();
-  EXPECT_EQ(out(), "True\n");
+}
+
+TEST_F(ForkServerTest, AScriptThatExecsItsOwnCommandLineRunsAgain) {
+  // /proc/self/cmdline is the server's: execed again, it runs the script, as after fork and exec.
+  ProcessSpec spec = script(
+      "import os, sys\n"
+      "if os.environ.get('AGAIN'):\n"
+      "    print('again', sys.argv[1:], os.path.basename(sys.orig_argv[-2]))\n"
+      "    sys.exit(5)\n"
+      "os.environ['AGAIN'] = '1'\n"
+      "with open('/proc/self/cmdline', 'rb') as f:\n"
+      "    args = f.read().split(b'\\0')[:-1]\n"
+      "os.execv('/proc/self/exe', args)\n");
+  spec.argv.push_back("x");
+  ProcessResult r = runner_.run(spec);
+  EXPECT_EQ(r.exit_code, 5) << err();
+  EXPECT_EQ(out(), "again ['x'] " + std::filesystem::path(spec.argv[3]).filename().string() + "\n");
+}
+
+TEST_F(ForkServerTest, CallsThatDifferOnlyInVariablesReadAfterTheImportsShareAServer) {
+  // Each prints its server's pid (its parent's) and the variables it sees.
+  const std::string source =
+      "import os\nprint(os.getppid(), os.environ.get('LATE'), os.environ.get('EARLY'))\n";
+  auto server_and_variables = [&](const std::map<std::string, std::string>& env,
+                                  bool late) -> std::pair<std::string, std::string> {
+    ProcessSpec spec = script(source, kServer);
+    spec.fork_server.push_back("--candidates");
+    spec.env = env;
+    if (late) spec.env_after_imports = {"LATE"};
+    ProcessResult r = runner_.run(spec);
+    EXPECT_TRUE(r.succeeded()) << r.describe() << ": " << err();
+    const std::string line = out();
+    return {line.substr(0, line.find(' ')), line.substr(line.find(' ') + 1)};
+  };
+  auto [one, seen_one] = server_and_variables({{"LATE", "one"}}, true);
+  auto [two, seen_two] = server_and_variables({{"LATE", "two"}}, true);
+  EXPECT_EQ(seen_one, "one None\n");
+  EXPECT_EQ(seen_two, "two None\n");
+  EXPECT_EQ(one, two);
+  // A variable the server would read while it imports, or LATE where the call does not say that
+  // its script reads it only later: another server.
+  auto [early, seen_early] = server_and_variables({{"LATE", "one"}, {"EARLY", "x"}}, true);
+  EXPECT_EQ(seen_early, "one x\n");
+  EXPECT_NE(early, one);
+  auto [whole, seen_whole] = server_and_variables({{"LATE", "one"}}, false);
+  EXPECT_EQ(seen_whole, "one None\n");
+  EXPECT_NE(whole, one);
+  // The trusted scripts' server is never the candidates'.
+  ProcessSpec trusted = script(source);
+  trusted.env = {{"LATE", "one"}};
+  trusted.env_after_imports = {"LATE"};
+  ASSERT_TRUE(runner_.run(trusted).succeeded()) << err();
+  EXPECT_NE(out().substr(0, out().find(' ')), one);
 }
 
 }  // namespace

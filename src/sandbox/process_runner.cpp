@@ -267,16 +267,35 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
   argv.push_back(nullptr);
 
   bool isolate = spec.isolate_network && network_isolation_available();
-  if (!spec.fork_server.empty() && spec.readonly_paths.empty() && fork_server_enabled()) {
+  // The child makes its paths read-only itself and says how that went, the report read once
+  // the child is gone.
+  ReadonlyPlan readonly;
+  std::string plan_error;
+  if (!plan_readonly(spec.readonly_paths, &readonly, &plan_error, spec.writable_paths)) {
+    result.readonly_enforced = false;
+    result.error = plan_error;
+    if (spec.require_readonly) return result;
+  }
+  const auto take_report = [&](const ReadonlyReport& report) {
+    result.network_isolated = report.network_isolated;
+    if (report.error != 0) {
+      result.readonly_enforced = false;
+      result.error = describe_readonly_failure(readonly, report);
+      if (spec.require_readonly) result.started = false;
+    }
+  };
+  if (!spec.fork_server.empty() && fork_server_enabled()) {
     ForkedChild child;
     std::string why;  // the server could not start it: fork and exec instead
     auto start = Clock::now();
-    if (fork_from_server(spec, env_strings, isolate, &child, &why)) {
+    if (fork_from_server(spec, env_strings, isolate, &readonly, &child, &why)) {
       result.started = true;
       result.network_isolated = isolate;
       watch(
           spec, child.pid, start, [&](int* status) { return forked_child_ended(&child, status); },
           &result);
+      // No report: the child was killed before it got that far, and so never ran the command.
+      if (child.readonly_reported) take_report(child.readonly);
       return result;
     }
   }
@@ -289,20 +308,7 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
     if (err_fd >= 0) close(err_fd);
     return result;
   }
-  // The child says through a pipe whether its paths are read-only. The pipe is read once the
-  // child is gone, so reading it never blocks.
-  ReadonlyPlan readonly;
   int report_pipe[2] = {-1, -1};
-  std::string plan_error;
-  if (!plan_readonly(spec.readonly_paths, &readonly, &plan_error, spec.writable_paths)) {
-    result.readonly_enforced = false;
-    result.error = plan_error;
-    if (spec.require_readonly) {
-      close(out_fd);
-      close(err_fd);
-      return result;
-    }
-  }
   if (!readonly.paths.empty() && pipe2(report_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     result.error = std::string("cannot create a pipe: ") + std::strerror(errno);
     close(out_fd);
@@ -335,14 +341,8 @@ ProcessResult PosixProcessRunner::run(const ProcessSpec& spec) {
   if (report_pipe[0] >= 0) {
     // No report: the child was killed before it got that far, and so never ran the command.
     ReadonlyReport report;
-    if (read(report_pipe[0], &report, sizeof report) == static_cast<ssize_t>(sizeof report)) {
-      result.network_isolated = report.network_isolated;
-      if (report.error != 0) {
-        result.readonly_enforced = false;
-        result.error = describe_readonly_failure(readonly, report);
-        if (spec.require_readonly) result.started = false;
-      }
-    }
+    if (read(report_pipe[0], &report, sizeof report) == static_cast<ssize_t>(sizeof report))
+      take_report(report);
     close(report_pipe[0]);
   }
   return result;

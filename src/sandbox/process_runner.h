@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,11 +59,16 @@ struct ProcessSpec {
   /// SIGTERM first and kills the group this many seconds later, so that a child that cleans up
   /// on SIGTERM (a cuda-agent command: its temporary files, its own children) can.
   double term_grace_s = 0;
-  /// A trusted harness script (no readonly_paths): the argv of the fork server that may start
-  /// it (the interpreter and flags that argv begins with, then harness/fork_server.py), which
-  /// forks a Python that has imported torch already rather than exec a new one (fork_server.h).
-  /// Empty, or where the server cannot start: fork and exec.
+  /// A harness script: the argv of the fork server that may start it (the interpreter and flags
+  /// that argv begins with, then harness/fork_server.py and its flags: --candidates for a
+  /// candidate's processes), which forks a Python that has imported torch already rather than
+  /// exec a new one (fork_server.h); the child makes its read-only paths itself. Empty, or where
+  /// the server cannot start: fork and exec.
   std::vector<std::string> fork_server;
+  /// Keys of env that the child reads only once its script runs (the path of a candidate's
+  /// kernel library): the fork server starts without them, so calls that differ only in them
+  /// share one server; the child gets them.
+  std::set<std::string> env_after_imports;
 };
 
 struct ProcessResult {

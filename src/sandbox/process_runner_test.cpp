@@ -178,15 +178,52 @@ class ReadonlyPathsTest : public ProcessRunnerTest {
   void SetUp() override {
     if (!readonly_isolation_available()) GTEST_SKIP() << "no mount namespaces here";
   }
+  /// The shell command, run by fork and exec or, with forked_, by a Python script that the
+  /// candidates' fork server forks (the child making the read-only paths itself), in a server
+  /// of this process's own: one a forked test process starts sees that process's mounts.
+  ProcessSpec shell(const std::string& script) {
+    ProcessSpec spec = ProcessRunnerTest::shell(script);
+    if (!forked_) return spec;
+    const std::filesystem::path runner = readonly_runner_.path() / "run_shell.py";
+    if (!std::filesystem::exists(runner)) {
+      write_text(runner,
+                 "import subprocess, sys\n"
+                 "sys.exit(subprocess.call(['/bin/sh', '-c', sys.argv[1]]))\n");
+    }
+    spec.argv = {"python3", "-E", "-s", runner.string(), script};
+    spec.fork_server = {
+        "python3", "-E", "-s",
+        (std::filesystem::path(CUDA_AGENT_SOURCE_DIR) / "harness" / "fork_server.py").string(),
+        "--candidates"};
+    spec.env["CUDA_AGENT_TEST_SERVER"] = std::to_string(getpid());
+    spec.timeout_s = 120;  // the server's first answer waits for its import of torch
+    return spec;
+  }
   ProcessSpec shell_readonly(const std::string& script, std::filesystem::path path) {
     ProcessSpec spec = shell(script);
     spec.readonly_paths = {std::move(path)};
     return spec;
   }
   TempDir readonly_;
+  TempDir readonly_runner_;
+  bool forked_ = false;
 };
 
-TEST_F(ReadonlyPathsTest, ADirectoryCannotBeWrittenWhileOthersCan) {
+/// The tests that hold for a child of fork and exec and for one of the candidates' fork server.
+class ReadonlyPathsBothWays : public ReadonlyPathsTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    ReadonlyPathsTest::SetUp();
+    forked_ = GetParam();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(ExecOrForkServer, ReadonlyPathsBothWays, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "ForkServer" : "Exec");
+                         });
+
+TEST_P(ReadonlyPathsBothWays, ADirectoryCannotBeWrittenWhileOthersCan) {
   ProcessResult r = runner_.run(shell_readonly(
       "echo x > " + quoted(readonly_.path() / "f") + " && echo y > " + quoted(dir_.path() / "g"),
       readonly_.path()));
@@ -231,7 +268,7 @@ TEST_F(ReadonlyPathsTest, SubdirectoriesAreReadOnlyToo) {
   EXPECT_TRUE(std::filesystem::is_directory(readonly_.path() / "a" / "b"));
 }
 
-TEST_F(ReadonlyPathsTest, AWritableFolderBeneathAReadOnlyOneStaysWritable) {
+TEST_P(ReadonlyPathsBothWays, AWritableFolderBeneathAReadOnlyOneStaysWritable) {
   // A run folder in the temporary directory, with the store in that directory too.
   std::filesystem::path run = readonly_.path() / "run", inner = run / "trusted";
   std::filesystem::create_directories(inner);
@@ -255,7 +292,7 @@ TEST_F(ReadonlyPathsTest, AWritableFolderBeneathAReadOnlyOneStaysWritable) {
   EXPECT_EQ(slurp(dir_.path() / "z"), "z\n");
 }
 
-TEST_F(ReadonlyPathsTest, AMountBeneathAReadOnlyDirectoryIsReadOnlyToo) {
+TEST_P(ReadonlyPathsBothWays, AMountBeneathAReadOnlyDirectoryIsReadOnlyToo) {
   std::filesystem::path sub = readonly_.path() / "sub";
   std::filesystem::create_directories(sub);
   int code = in_forked_process([&] {
@@ -289,7 +326,7 @@ TEST_F(ReadonlyPathsTest, TheParentsViewIsUnaffected) {
   EXPECT_EQ(slurp(readonly_.path() / "f"), "parent\n");
 }
 
-TEST_F(ReadonlyPathsTest, HoldsTogetherWithNetworkIsolation) {
+TEST_P(ReadonlyPathsBothWays, HoldsTogetherWithNetworkIsolation) {
   if (!network_isolation_available() && geteuid() == 0)
     GTEST_SKIP() << "this kernel refuses network namespaces";
   ProcessSpec spec = shell_readonly("echo x > " + quoted(readonly_.path() / "f") +
@@ -329,8 +366,10 @@ TEST_F(ReadonlyPathsTest, ASymlinkIsResolvedToItsTarget) {
   EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "f"));
 }
 
-/// Drops CAP_SYS_ADMIN from this (forked) process, so that it may not make a mount namespace.
+/// Drops CAP_SYS_ADMIN from this (forked) process, so that it may not make a mount namespace;
+/// from its bounding set too, so that a program it execs as root (a fork server) has none either.
 bool drop_sys_admin() {
+  if (prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0) return false;
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
   if (syscall(SYS_capget, &header, data) != 0) return false;
@@ -341,7 +380,7 @@ bool drop_sys_admin() {
   return syscall(SYS_capset, &header, data) == 0 && unshare(CLONE_NEWNS) != 0;
 }
 
-TEST_F(ReadonlyPathsTest, AFailureStopsTheChildOnlyWhenRequired) {
+TEST_P(ReadonlyPathsBothWays, AFailureStopsTheChildOnlyWhenRequired) {
   // As root, without CAP_SYS_ADMIN, the runner cannot make a mount namespace (as another user it
   // would make a user namespace first, which needs no capability).
   if (geteuid() != 0) GTEST_SKIP() << "needs root, to provoke the failure";
@@ -371,7 +410,7 @@ TEST_F(ReadonlyPathsTest, AFailureStopsTheChildOnlyWhenRequired) {
   EXPECT_EQ(code, 0);
 }
 
-TEST_F(ReadonlyPathsTest, RootCannotUnmountThemOrMakeThemWritable) {
+TEST_P(ReadonlyPathsBothWays, RootCannotUnmountThemOrMakeThemWritable) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root";
   std::string dir = quoted(readonly_.path());
   ProcessResult r = runner_.run(shell_readonly(
@@ -386,7 +425,7 @@ TEST_F(ReadonlyPathsTest, RootCannotUnmountThemOrMakeThemWritable) {
   EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "g"));
 }
 
-TEST_F(ReadonlyPathsTest, CannotBeWrittenThroughTheRootOfAProcessOutside) {
+TEST_P(ReadonlyPathsBothWays, CannotBeWrittenThroughTheRootOfAProcessOutside) {
   auto through = [&](const std::string& root, const std::string& name) {
     return quoted(std::filesystem::path(root + (readonly_.path() / name).string()));
   };
@@ -407,7 +446,7 @@ TEST_F(ReadonlyPathsTest, CannotBeWrittenThroughTheRootOfAProcessOutside) {
   EXPECT_FALSE(std::filesystem::exists(readonly_.path() / "b"));
 }
 
-TEST_F(ReadonlyPathsTest, TheChildStillRunsProgramsOpensDevicesAndWritesElsewhere) {
+TEST_P(ReadonlyPathsBothWays, TheChildStillRunsProgramsOpensDevicesAndWritesElsewhere) {
   // uid 0 stays uid 0, so device files open as before: /dev/null here, the GPU's where present.
   ProcessResult r = runner_.run(shell_readonly(
       "echo y > " + quoted(dir_.path() / "g") + " && echo z > /dev/null && cat /dev/null && " +
@@ -473,7 +512,7 @@ bool refuse_user_namespaces() {
          prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0 && unshare(CLONE_NEWUSER) != 0;
 }
 
-TEST_F(ReadonlyPathsTest, NoUserNamespaceToLockTheMountsIsAFailure) {
+TEST_P(ReadonlyPathsBothWays, NoUserNamespaceToLockTheMountsIsAFailure) {
   // As root the mount namespace needs no user namespace; only the lock after the mounts does.
   if (geteuid() != 0) GTEST_SKIP() << "needs root, to provoke the failure";
   std::filesystem::path file = readonly_.path() / "f";

