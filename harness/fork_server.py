@@ -3,10 +3,12 @@ rather than each paying the import (seconds of CPU) in a process of its own. Not
 a candidate ever runs in this process, only in the children it forks, which hold what it
 imported and nothing else.
 
-One server is for trusted scripts (prepare.py, check.py, the baselines' timing.py, ...); a
-server started with --candidates is for the candidate's processes (run_candidate.py and its
+One server is for trusted scripts (prepare.py, check.py, the baselines' timing.py, ...); the
+candidates' server (--candidates) is for the candidate's processes (run_candidate.py and its
 timing.py) and never for a trusted one, so what a trusted request carried never lies in the
-memory a candidate's child is forked from. A candidate's request names its read-only paths: the
+memory a candidate's child is forked from. The evaluator starts the trusted one with
+--candidates-control FD, and it forks the candidates' server, with FD as its control socket,
+once its imports are done and before it reads any request: one import of torch for both. A candidate's request names its read-only paths: the
 child makes them read-only mounts, locked, in namespaces of its own before the script runs, the
 steps src/sandbox/readonly_mounts.h describes, and says how that went before anything else.
 
@@ -240,15 +242,29 @@ def main() -> None:
         run_script(json.loads(again))
         return
     # --candidates: the server for candidates' processes (the module's docstring), whose key in
-    # the evaluator differs from the trusted one's by this flag.
-    if sys.argv[1:] not in ([], ["--candidates"]):
-        sys.exit("usage: fork_server.py [--candidates]")
+    # the evaluator differs from the trusted one's by this flag. --candidates-control FD: a
+    # trusted server that also starts the candidates' server, forked from it before it reads
+    # any request, with FD as that one's control socket.
+    args = sys.argv[1:]
+    if not (args in ([], ["--candidates"]) or
+            (len(args) == 2 and args[0] == "--candidates-control" and args[1].isdigit())):
+        sys.exit("usage: fork_server.py [--candidates | --candidates-control FD]")
     # What the imports made lives as long as every child: out of the collector's sight, which is
     # back on for the children's own work (as common.collect_garbage_again does for a script).
     gc.freeze()
     gc.enable()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's ^C is the evaluator's to handle
-    control = socket.socket(fileno=CONTROL_FD)
+    control_fd = CONTROL_FD
+    if args and args[0] == "--candidates-control":
+        candidates_fd = int(args[1])
+        if os.fork() == 0:  # the candidates' server: what it holds is the imports alone
+            os.close(control_fd)
+            control_fd = candidates_fd
+            sys.orig_argv[len(sys.orig_argv) - len(args):] = ["--candidates"]
+            sys.argv[1:] = ["--candidates"]
+        else:
+            os.close(candidates_fd)
+    control = socket.socket(fileno=control_fd)
     children: dict[int, int] = {}  # pid -> its answer pipe
     try:
         while True:

@@ -50,34 +50,50 @@ void fail(Server* server, const std::string& why) {
 }
 
 /// Starts argv with env, the control socket as its descriptor 3, in a process group of its own
-/// (a ^C at the terminal is this process's to handle), its output discarded.
-bool start(Server* server, const std::vector<std::string>& argv,
-           const std::vector<std::string>& env) {
-  int pair[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-    fail(server, std::string("socketpair: ") + std::strerror(errno));
+/// (a ^C at the terminal is this process's to handle), its output discarded. With candidates,
+/// that server also forks the candidates' server before it reads any request, whose control
+/// socket it gets as descriptor 4 (--candidates-control 4).
+bool start(Server* server, std::vector<std::string> argv, const std::vector<std::string>& env,
+           Server* candidates) {
+  int pair[2] = {-1, -1}, second[2] = {-1, -1};
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0 ||
+      (candidates && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, second) != 0)) {
+    const std::string why = std::string("socketpair: ") + std::strerror(errno);
+    for (int fd : {pair[0], pair[1]}) {
+      if (fd >= 0) close(fd);
+    }
+    fail(server, why);
+    if (candidates) fail(candidates, why);
     return false;
   }
-  std::vector<std::string> argv_strings = argv, env_strings = env;
+  if (candidates) argv.insert(argv.end(), {"--candidates-control", "4"});
+  std::vector<std::string> env_strings = env;
   std::vector<char*> argv_ptrs, env_ptrs;
-  for (auto& s : argv_strings) argv_ptrs.push_back(s.data());
+  for (auto& s : argv) argv_ptrs.push_back(s.data());
   argv_ptrs.push_back(nullptr);
   for (auto& s : env_strings) env_ptrs.push_back(s.data());
   env_ptrs.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) {
-    close(pair[0]);
-    close(pair[1]);
-    fail(server, std::string("fork: ") + std::strerror(errno));
+    const std::string why = std::string("fork: ") + std::strerror(errno);
+    for (int fd : {pair[0], pair[1], second[0], second[1]}) {
+      if (fd >= 0) close(fd);
+    }
+    fail(server, why);
+    if (candidates) fail(candidates, why);
     return false;
   }
   if (pid == 0) {
     setpgid(0, 0);
+    // Out of the way of 3 and 4 first (dup2 onto itself would keep close-on-exec).
+    int control = fcntl(pair[1], F_DUPFD, 10);
+    int candidates_control = candidates ? fcntl(second[1], F_DUPFD, 10) : -1;
     int null = ::open("/dev/null", O_RDWR);
     dup2(null, 0);
     dup2(null, 1);
     dup2(null, 2);
-    dup2(pair[1], 3);  // without close-on-exec
+    dup2(control, 3);  // without close-on-exec
+    if (candidates) dup2(candidates_control, 4);
     execvpe(argv_ptrs[0], argv_ptrs.data(), env_ptrs.data());
     _exit(127);
   }
@@ -85,6 +101,11 @@ bool start(Server* server, const std::vector<std::string>& argv,
   close(pair[1]);
   server->pid = pid;
   server->control = pair[0];
+  if (candidates) {
+    close(second[1]);
+    candidates->pid = -1;  // the server's child: ends with its control socket
+    candidates->control = second[0];
+  }
   return true;
 }
 
@@ -174,18 +195,36 @@ bool fork_from_server(const ProcessSpec& spec, const std::vector<std::string>& e
     if (!spec.env_after_imports.count(entry.substr(0, entry.find('='))))
       server_env.push_back(entry);
   }
-  std::string key;
-  for (const auto& part : server_argv) key += part + '\0';
-  key += '\0';
-  for (const auto& entry : server_env) key += entry + '\0';
+  const auto key_of = [&](const std::vector<std::string>& argv) {
+    std::string key;
+    for (const auto& part : argv) key += part + '\0';
+    key += '\0';
+    for (const auto& entry : server_env) key += entry + '\0';
+    return key;
+  };
+  // The trusted scripts' server and the candidates' start together, the second forked from the
+  // first before that reads a request: one import of torch for both.
+  std::vector<std::string> trusted_argv = server_argv;
+  const bool for_candidates = trusted_argv.back() == kCandidatesFlag;
+  if (for_candidates) trusted_argv.pop_back();
+  std::vector<std::string> candidates_argv = trusted_argv;
+  candidates_argv.push_back(kCandidatesFlag);
   int control = -1;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    std::unique_ptr<Server>& server = servers()[key];
-    if (!server) {
-      server = std::make_unique<Server>();
-      start(server.get(), server_argv, server_env);
+    std::unique_ptr<Server>& trusted = servers()[key_of(trusted_argv)];
+    std::unique_ptr<Server>& candidates = servers()[key_of(candidates_argv)];
+    if (!trusted) {
+      trusted = std::make_unique<Server>();
+      const bool pair = !candidates;
+      if (pair) candidates = std::make_unique<Server>();
+      start(trusted.get(), trusted_argv, server_env, pair ? candidates.get() : nullptr);
     }
+    if (!candidates) {  // its trusted server was started before without it
+      candidates = std::make_unique<Server>();
+      start(candidates.get(), candidates_argv, server_env, nullptr);
+    }
+    std::unique_ptr<Server>& server = for_candidates ? candidates : trusted;
     if (server->failed) {
       *error = "the fork server failed: " + server->why;
       return false;
@@ -228,7 +267,7 @@ bool fork_from_server(const ProcessSpec& spec, const std::vector<std::string>& e
   if (line.rfind("pid ", 0) != 0) {
     close(answer[0]);
     std::lock_guard<std::mutex> lock(g_mutex);
-    Server* server = servers()[key].get();
+    Server* server = servers()[key_of(server_argv)].get();
     *error = !sent          ? "the fork server is not listening"
              : line.empty() ? (eof ? "the fork server ended" : "the fork server did not answer")
                             : "the fork server said: " + line;

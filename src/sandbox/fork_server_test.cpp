@@ -140,6 +140,25 @@ TEST_F(ForkServerTest, AScriptThatExecsItsOwnCommandLineRunsAgain) {
   EXPECT_EQ(out(), "again ['x'] " + std::filesystem::path(spec.argv[3]).filename().string() + "\n");
 }
 
+TEST_F(ForkServerTest, TheCandidatesServerIsForkedFromTheTrustedOneWhichImportedTorchOnce) {
+  // Each prints its server's pid and that server's parent.
+  const std::string source =
+      "import os\n"
+      "with open(f'/proc/{os.getppid()}/stat') as f:\n"
+      "    print(os.getppid(), f.read().rsplit(')', 1)[1].split()[1])\n";
+  ProcessSpec candidate = script(source);
+  candidate.env["ROLE"] = "pair";  // servers of this test's own
+  candidate.fork_server.push_back(kCandidatesFlag);
+  ASSERT_TRUE(runner_.run(candidate).succeeded()) << err();  // asked first: both start
+  const std::string candidates = out();
+  ProcessSpec trusted = script(source);
+  trusted.env["ROLE"] = "pair";
+  ASSERT_TRUE(runner_.run(trusted).succeeded()) << err();
+  const std::string trusted_server = out().substr(0, out().find(' '));
+  EXPECT_EQ(candidates.substr(candidates.find(' ') + 1), trusted_server + "\n");
+  EXPECT_NE(candidates.substr(0, candidates.find(' ')), trusted_server);
+}
+
 TEST_F(ForkServerTest, CallsThatDifferOnlyInVariablesReadAfterTheImportsShareAServer) {
   // Each prints its server's pid (its parent's) and the variables it sees.
   const std::string source =
