@@ -8,9 +8,10 @@ candidates' server (--candidates) is for the candidate's processes (run_candidat
 timing.py) and never for a trusted one, so what a trusted request carried never lies in the
 memory a candidate's child is forked from. The evaluator starts the trusted one with
 --candidates-control FD, and it forks the candidates' server, with FD as its control socket,
-once its imports are done and before it reads any request: one import of torch for both. A candidate's request names its read-only paths: the
-child makes them read-only mounts, locked, in namespaces of its own before the script runs, the
-steps src/sandbox/readonly_mounts.h describes, and says how that went before anything else.
+once its imports are done and before it reads any request: one import of torch for both. A
+candidate's request names its read-only paths: the child makes them read-only mounts, locked, in
+namespaces of its own before the script runs, the steps src/sandbox/readonly_mounts.h describes,
+and says how that went before anything else.
 
 The evaluator (src/sandbox/fork_server.cpp) starts it with the interpreter and flags its scripts
 would run under and the control socket as file descriptor 3. Each request on that socket (a

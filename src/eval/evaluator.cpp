@@ -238,7 +238,7 @@ HarnessCall Evaluator::make_call(Run& run, const std::string& script,
   call.spec.readonly_paths = run.readonly;
   // From the candidates' own fork server, never the trusted one: the memory its children are
   // forked from has held no trusted process's request.
-  if (!call.spec.fork_server.empty()) call.spec.fork_server.push_back("--candidates");
+  if (!call.spec.fork_server.empty()) call.spec.fork_server.push_back(kCandidatesFlag);
   // Where its outputs and report go, also when the store's folder holds the temporary directory.
   call.spec.writable_paths = {run.dir.path()};
   call.spec.require_readonly = readonly_isolation_available();

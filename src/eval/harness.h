@@ -43,7 +43,7 @@ struct HarnessOptions {
 /// it; none given: Python's own __pycache__ folders), OMP_WAIT_POLICY=PASSIVE, and the fork
 /// server of that interpreter (ProcessSpec::fork_server), which trusted scripts start from. A
 /// candidate's process must name the candidates' server instead (its argv ends in
-/// --candidates). The caller adds the arguments.
+/// kCandidatesFlag). The caller adds the arguments.
 ProcessSpec harness_process(const std::string& python, const std::filesystem::path& harness_dir,
                             const std::filesystem::path& pycache, const std::string& script);
 

@@ -56,16 +56,18 @@ void fail(Server* server, const std::string& why) {
 bool start(Server* server, std::vector<std::string> argv, const std::vector<std::string>& env,
            Server* candidates) {
   int pair[2] = {-1, -1}, second[2] = {-1, -1};
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0 ||
-      (candidates && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, second) != 0)) {
-    const std::string why = std::string("socketpair: ") + std::strerror(errno);
-    for (int fd : {pair[0], pair[1]}) {
+  const auto give_up = [&](const char* call) {
+    const std::string why = std::string(call) + ": " + std::strerror(errno);
+    for (int fd : {pair[0], pair[1], second[0], second[1]}) {
       if (fd >= 0) close(fd);
     }
     fail(server, why);
     if (candidates) fail(candidates, why);
     return false;
-  }
+  };
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0 ||
+      (candidates && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, second) != 0))
+    return give_up("socketpair");
   if (candidates) argv.insert(argv.end(), {"--candidates-control", "4"});
   std::vector<std::string> env_strings = env;
   std::vector<char*> argv_ptrs, env_ptrs;
@@ -74,15 +76,7 @@ bool start(Server* server, std::vector<std::string> argv, const std::vector<std:
   for (auto& s : env_strings) env_ptrs.push_back(s.data());
   env_ptrs.push_back(nullptr);
   pid_t pid = fork();
-  if (pid < 0) {
-    const std::string why = std::string("fork: ") + std::strerror(errno);
-    for (int fd : {pair[0], pair[1], second[0], second[1]}) {
-      if (fd >= 0) close(fd);
-    }
-    fail(server, why);
-    if (candidates) fail(candidates, why);
-    return false;
-  }
+  if (pid < 0) return give_up("fork");
   if (pid == 0) {
     setpgid(0, 0);
     // Out of the way of 3 and 4 first (dup2 onto itself would keep close-on-exec).
@@ -214,15 +208,10 @@ bool fork_from_server(const ProcessSpec& spec, const std::vector<std::string>& e
     std::lock_guard<std::mutex> lock(g_mutex);
     std::unique_ptr<Server>& trusted = servers()[key_of(trusted_argv)];
     std::unique_ptr<Server>& candidates = servers()[key_of(candidates_argv)];
-    if (!trusted) {
+    if (!trusted) {  // the two are made together, or neither is
       trusted = std::make_unique<Server>();
-      const bool pair = !candidates;
-      if (pair) candidates = std::make_unique<Server>();
-      start(trusted.get(), trusted_argv, server_env, pair ? candidates.get() : nullptr);
-    }
-    if (!candidates) {  // its trusted server was started before without it
       candidates = std::make_unique<Server>();
-      start(candidates.get(), candidates_argv, server_env, nullptr);
+      start(trusted.get(), trusted_argv, server_env, candidates.get());
     }
     std::unique_ptr<Server>& server = for_candidates ? candidates : trusted;
     if (server->failed) {

@@ -24,12 +24,6 @@
 
 namespace cuda_agent {
 
-/// The flag that ends the candidates' server's argv (ProcessSpec::fork_server): the trusted
-/// server's argv and this. The two start together, the candidates' forked from the trusted one
-/// before that one reads any request, so that both cost one import of torch and nothing a trusted
-/// request carried lies in the memory a candidate's child is forked from.
-inline constexpr const char* kCandidatesFlag = "--candidates";
-
 /// False where the environment says CUDA_AGENT_FORK_SERVER=0: every process is then forked and
 /// execed (a way around the server, should a machine's Python misbehave after a fork).
 bool fork_server_enabled();

@@ -19,6 +19,12 @@
 
 namespace cuda_agent {
 
+/// The flag that ends the candidates' fork server's argv (ProcessSpec::fork_server): the trusted
+/// server's argv and this. The two start together, the candidates' forked from the trusted one
+/// before that one reads any request, so that both cost one import of torch and nothing a trusted
+/// request carried lies in the memory a candidate's child is forked from (fork_server.h).
+inline constexpr const char* kCandidatesFlag = "--candidates";
+
 struct ProcessSpec {
   std::vector<std::string> argv;
   std::filesystem::path cwd;               // empty: inherit
